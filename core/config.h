@@ -1,0 +1,316 @@
+// The typed configuration of one murmur run. YAML is parsed once, at the edge, by
+// core/config_yaml.cc (the only file that includes yaml-cpp); every room receives only its
+// own struct. Each struct is described once by a `describe(visitor, struct)` function: the
+// YAML loader, the `--set key=value` overrides and the writer of the resolved config all walk
+// the same description, so a field added here is loaded, validated and written everywhere.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <map>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json_fwd.hpp>
+
+namespace murmur {
+
+// Constraints a visitor checks after reading a field. An empty Choices/Range accepts anything.
+struct Range {
+  double min = -1e300;
+  double max = 1e300;
+};
+struct Choices {
+  std::vector<std::string_view> allowed;
+};
+
+struct RunConfig {
+  std::string name = "murmur";
+  std::uint64_t seed = 0;
+  std::string out;             // run directory; "" = runs/<name>
+  int log_every = 100;         // steps between metric lines
+  int threads = 0;             // compute threads per peer; 0 = this machine's cores / local peers
+  std::string device = "cpu";  // cpu | cuda
+};
+template <class V>
+void describe(V& v, RunConfig& c) {
+  v("name", c.name);
+  v("seed", c.seed);
+  v("out", c.out);
+  v("log_every", c.log_every, Range{1, 1e9});
+  v("threads", c.threads, Range{0, 1024});
+  v("device", c.device, Choices{{"cpu", "cuda"}});
+}
+
+struct ModelConfig {
+  std::string name = "mlp";                // mlp | cnn | logreg
+  std::vector<int> hidden = {512, 256};    // mlp hidden widths
+  double dropout = 0.0;                    // mlp: dropout after each hidden ReLU
+};
+template <class V>
+void describe(V& v, ModelConfig& c) {
+  v("name", c.name, Choices{{"mlp", "cnn", "logreg"}});
+  v("hidden", c.hidden, Range{1, 1 << 20});
+  v("dropout", c.dropout, Range{0, 0.99});
+}
+
+struct SyntheticConfig {
+  int train_size = 4096;
+  int test_size = 1024;
+  int classes = 10;
+  int height = 8;   // images are 1 x height x width
+  int width = 8;
+  double noise = 1.0;  // std of the Gaussian noise around each class centre
+};
+template <class V>
+void describe(V& v, SyntheticConfig& c) {
+  v("train_size", c.train_size, Range{1, 1e8});
+  v("test_size", c.test_size, Range{1, 1e8});
+  v("classes", c.classes, Range{2, 1000});
+  v("height", c.height, Range{1, 4096});
+  v("width", c.width, Range{1, 4096});
+  v("noise", c.noise, Range{0, 1e6});
+}
+
+struct DataConfig {
+  std::string name = "fashion_mnist";  // fashion_mnist | synthetic
+  std::string path = "/usr/share/datasets/fashion-mnist";
+  std::string partition = "iid";       // iid | dirichlet
+  double dirichlet_alpha = 1.0;
+  bool normalize = true;               // (x/255 - mean) / std
+  double mean = 0.2860;
+  double std = 0.3530;
+  SyntheticConfig synthetic;
+};
+template <class V>
+void describe(V& v, DataConfig& c) {
+  v("name", c.name, Choices{{"fashion_mnist", "synthetic"}});
+  v("path", c.path);
+  v("partition", c.partition, Choices{{"iid", "dirichlet"}});
+  v("dirichlet_alpha", c.dirichlet_alpha, Range{1e-6, 1e9});
+  v("normalize", c.normalize);
+  v("mean", c.mean);
+  v("std", c.std, Range{1e-12, 1e9});
+  v("synthetic", c.synthetic);
+}
+
+struct OptimizerConfig {
+  std::string name = "sgd";  // sgd | adamw
+  double lr = 0.05;
+  double momentum = 0.9;     // sgd only; 0 = plain SGD
+  bool nesterov = false;     // sgd only
+  double weight_decay = 0.0; // sgd: L2 added to the gradient; adamw: decoupled
+  double beta1 = 0.9;
+  double beta2 = 0.999;
+  double eps = 1e-8;
+};
+template <class V>
+void describe(V& v, OptimizerConfig& c) {
+  v("name", c.name, Choices{{"sgd", "adamw"}});
+  v("lr", c.lr, Range{0, 1e6});
+  v("momentum", c.momentum, Range{0, 0.999999});
+  v("nesterov", c.nesterov);
+  v("weight_decay", c.weight_decay, Range{0, 1e3});
+  v("beta1", c.beta1, Range{0, 0.999999});
+  v("beta2", c.beta2, Range{0, 0.999999999});
+  v("eps", c.eps, Range{0, 1});
+}
+
+struct ScheduleConfig {
+  std::string name = "cosine";  // constant | step | cosine
+  int warmup_steps = 0;         // linear warm-up from 0 to lr, then the schedule
+  int step_every = 1000;        // step: multiply by gamma every this many steps
+  double gamma = 0.1;
+  double min_lr = 0.0;          // cosine: the lr at the last step
+};
+template <class V>
+void describe(V& v, ScheduleConfig& c) {
+  v("name", c.name, Choices{{"constant", "step", "cosine"}});
+  v("warmup_steps", c.warmup_steps, Range{0, 1e9});
+  v("step_every", c.step_every, Range{1, 1e9});
+  v("gamma", c.gamma, Range{0, 1});
+  v("min_lr", c.min_lr, Range{0, 1e6});
+}
+
+struct TrainConfig {
+  int epochs = 5;         // epochs over the whole data set, summed over all peers
+  int batch_size = 64;    // per peer
+  std::int64_t max_steps = 0;  // 0 = no limit; else stop after this many local steps
+  OptimizerConfig optimizer;
+  ScheduleConfig schedule;
+};
+template <class V>
+void describe(V& v, TrainConfig& c) {
+  v("epochs", c.epochs, Range{1, 1e6});
+  v("batch_size", c.batch_size, Range{1, 1 << 20});
+  v("max_steps", c.max_steps, Range{0, 1e15});
+  v("optimizer", c.optimizer);
+  v("schedule", c.schedule);
+}
+
+struct EvalConfig {
+  int every_steps = 0;     // 0 = at the end of each epoch
+  int batch_size = 1000;
+};
+template <class V>
+void describe(V& v, EvalConfig& c) {
+  v("every_steps", c.every_steps, Range{0, 1e9});
+  v("batch_size", c.batch_size, Range{1, 1 << 20});
+}
+
+struct CheckpointConfig {
+  int every_steps = 0;  // 0 = only the final checkpoint
+  int keep = 2;         // periodic checkpoints kept (the final one is always kept)
+  bool resume = true;   // resume from the latest good checkpoint in the run directory
+};
+template <class V>
+void describe(V& v, CheckpointConfig& c) {
+  v("every_steps", c.every_steps, Range{0, 1e9});
+  v("keep", c.keep, Range{1, 1000});
+  v("resume", c.resume);
+}
+
+struct WorldConfig {
+  int size = 1;    // number of peers
+  int rank = -1;   // -1 = from MURMUR_RANK, SLURM_PROCID or OMPI_COMM_WORLD_RANK
+};
+template <class V>
+void describe(V& v, WorldConfig& c) {
+  v("size", c.size, Range{1, 1 << 20});
+  v("rank", c.rank, Range{-1, 1 << 20});
+}
+
+struct TransportConfig {
+  std::string backend = "tcp";          // tcp | ucx | ofi | inproc
+  std::string host = "127.0.0.1";       // address this peer listens on
+  int port = 0;                         // 0 = any free port (published by rendezvous)
+  std::vector<std::string> peers;       // static list "host:port", one per rank
+  std::string hostfile;                 // or a file with one "host:port" per line
+  std::string rendezvous_dir;           // or a shared directory of address files
+  int connect_timeout_ms = 30000;
+  int recv_timeout_ms = 60000;
+  std::int64_t max_frame_bytes = std::int64_t{1} << 30;
+  std::int64_t chunk_bytes = std::int64_t{1} << 20;  // pipelining unit of large transfers
+  std::string secret_file;              // shared secret for the handshake
+  std::string secret_env = "MURMUR_SECRET";
+  std::string ofi_provider = "tcp";     // tcp | shm | verbs | ...
+};
+template <class V>
+void describe(V& v, TransportConfig& c) {
+  v("backend", c.backend, Choices{{"tcp", "ucx", "ofi", "inproc"}});
+  v("host", c.host);
+  v("port", c.port, Range{0, 65535});
+  v("peers", c.peers);
+  v("hostfile", c.hostfile);
+  v("rendezvous_dir", c.rendezvous_dir);
+  v("connect_timeout_ms", c.connect_timeout_ms, Range{1, 1e9});
+  v("recv_timeout_ms", c.recv_timeout_ms, Range{1, 1e9});
+  v("max_frame_bytes", c.max_frame_bytes, Range{64, 1e12});
+  v("chunk_bytes", c.chunk_bytes, Range{4096, 1e12});
+  v("secret_file", c.secret_file);
+  v("secret_env", c.secret_env);
+  v("ofi_provider", c.ofi_provider);
+}
+
+struct TopologyConfig {
+  // ring | ring_directed | torus | complete | hypercube | exponential | one_peer_exponential
+  // | random_matching | random_kout | custom
+  std::string graph = "ring";
+  std::string weights = "uniform";      // uniform | metropolis | custom
+  int k = 1;                            // random_kout: out-degree per round
+  std::vector<std::vector<int>> edges;  // custom: [from, to] pairs
+  bool directed = false;                // custom: edges are one-way
+  std::vector<std::vector<double>> matrix;  // custom weights: the full mixing matrix
+};
+template <class V>
+void describe(V& v, TopologyConfig& c) {
+  v("graph", c.graph,
+    Choices{{"ring", "ring_directed", "torus", "complete", "hypercube", "exponential",
+             "one_peer_exponential", "random_matching", "random_kout", "custom"}});
+  v("weights", c.weights, Choices{{"uniform", "metropolis", "custom"}});
+  v("k", c.k, Range{1, 1 << 20});
+  v("edges", c.edges);
+  v("directed", c.directed);
+  v("matrix", c.matrix);
+}
+
+struct CompressorConfig {
+  std::string name = "none";  // none | topk | randomk | qsgd | sign | fp16 | bf16
+  double ratio = 0.01;        // topk / randomk: fraction of entries kept
+  int levels = 16;            // qsgd: quantization levels s
+};
+template <class V>
+void describe(V& v, CompressorConfig& c) {
+  v("name", c.name, Choices{{"none", "topk", "randomk", "qsgd", "sign", "fp16", "bf16"}});
+  v("ratio", c.ratio, Range{1e-9, 1});
+  v("levels", c.levels, Range{1, 1 << 20});
+}
+
+struct AlgorithmConfig {
+  // none | allreduce | dpsgd | sgp | adpsgd | local_sgd | diloco | choco
+  std::string name = "none";
+  int local_steps = 1;          // H: local steps between averaging rounds
+  std::int64_t switch_step = 0; // local_sgd: post-local SGD, allreduce every step before this
+  bool overlap = false;         // average on the communication thread during the next step
+  int tau = 0;                  // sgp overlap: messages may be up to tau steps late
+  double outer_lr = 0.7;        // diloco outer Nesterov
+  double outer_momentum = 0.9;
+  double consensus_lr = 1.0;    // choco gamma
+  CompressorConfig compressor;
+};
+template <class V>
+void describe(V& v, AlgorithmConfig& c) {
+  v("name", c.name,
+    Choices{{"none", "allreduce", "dpsgd", "sgp", "adpsgd", "local_sgd", "diloco", "choco"}});
+  v("local_steps", c.local_steps, Range{1, 1e9});
+  v("switch_step", c.switch_step, Range{0, 1e15});
+  v("overlap", c.overlap);
+  v("tau", c.tau, Range{0, 1000});
+  v("outer_lr", c.outer_lr, Range{0, 1e3});
+  v("outer_momentum", c.outer_momentum, Range{0, 0.999999});
+  v("consensus_lr", c.consensus_lr, Range{0, 1});
+  v("compressor", c.compressor);
+}
+
+struct ExperimentConfig {
+  RunConfig run;
+  ModelConfig model;
+  DataConfig data;
+  TrainConfig train;
+  EvalConfig eval;
+  CheckpointConfig checkpoint;
+  WorldConfig world;
+  TransportConfig transport;
+  TopologyConfig topology;
+  AlgorithmConfig algorithm;
+};
+template <class V>
+void describe(V& v, ExperimentConfig& c) {
+  v("run", c.run);
+  v("model", c.model);
+  v("data", c.data);
+  v("train", c.train);
+  v("eval", c.eval);
+  v("checkpoint", c.checkpoint);
+  v("world", c.world);
+  v("transport", c.transport);
+  v("topology", c.topology);
+  v("algorithm", c.algorithm);
+}
+
+// Reads a YAML file into a config, starting from the defaults above. Throws ConfigError naming
+// "file:line: key.path: problem" for an unknown key, a wrong type or an out-of-range value.
+ExperimentConfig load_config(const std::filesystem::path& file);
+// The same from YAML text; `origin` stands for the file name in messages.
+ExperimentConfig load_config_string(std::string_view yaml, std::string_view origin);
+// Applies one "dotted.key=value" override (the value is parsed as YAML), with the same checks.
+// Throws ConfigError("--set train.epochs=x: ...").
+void apply_override(ExperimentConfig& config, std::string_view assignment);
+// Cross-field rules that no single field can check (e.g. cnn needs 28x28 images).
+void validate(const ExperimentConfig& config);
+// The resolved config, for the run directory and summary.json.
+nlohmann::json to_json(const ExperimentConfig& config);
+std::string to_yaml(const ExperimentConfig& config);
+
+}  // namespace murmur

@@ -1,0 +1,72 @@
+// The exception hierarchy of murmur. Every failure that ends a step (bad config, bad data,
+// a dead peer, a corrupt frame, a CUDA fault) is thrown as one of these, carrying enough
+// context (file, line, key, peer, call) for the main to print one clear line and exit nonzero.
+// Expected outcomes (a wait that times out, an optional message) are values, not exceptions.
+#pragma once
+
+#include <stdexcept>
+#include <string>
+
+namespace murmur {
+
+class Error : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+// A config file, a --set override or a cross-field rule is wrong; the message names
+// "file:line: key.path: what".
+class ConfigError : public Error {
+ public:
+  using Error::Error;
+};
+
+// A dataset file is missing, truncated or malformed; the message names the file.
+class DataError : public Error {
+ public:
+  using Error::Error;
+};
+
+// A checkpoint (safetensors) cannot be written, or read back as valid; names the file.
+class CheckpointError : public Error {
+ public:
+  using Error::Error;
+};
+
+// Any other file-system or OS failure; names the path and strerror.
+class IoError : public Error {
+ public:
+  using Error::Error;
+};
+
+// A transport call failed; names the backend, peer rank, call and status string.
+class TransportError : public Error {
+ public:
+  using Error::Error;
+};
+
+// A peer closed its connection or stopped answering within its deadline.
+class PeerLost : public TransportError {
+ public:
+  using TransportError::TransportError;
+};
+
+// A peer sent bytes that break the wire format: magic, version, length bound or checksum.
+class ProtocolError : public TransportError {
+ public:
+  using TransportError::TransportError;
+};
+
+// The handshake failed: the other side does not hold the shared secret.
+class AuthError : public TransportError {
+ public:
+  using TransportError::TransportError;
+};
+
+// A CUDA, cuBLAS or cuDNN call failed; names the call, file and line.
+class CudaError : public Error {
+ public:
+  using Error::Error;
+};
+
+}  // namespace murmur

@@ -1,0 +1,20 @@
+#include "transport/transport.h"
+
+#include "core/error.h"
+
+namespace murmur::transport {
+
+Request Transport::put(int peer, const Region&, ByteRange, std::span<const std::byte>,
+                       std::size_t) {
+  throw TransportError(name() + ": put to rank " + std::to_string(peer) +
+                       ": this backend has no one-sided put");
+}
+
+bool wait_all(Transport& transport, std::span<Request> requests, Deadline deadline) {
+  for (Request& r : requests) {
+    if (r.valid() && !transport.wait(r, deadline)) return false;
+  }
+  return true;
+}
+
+}  // namespace murmur::transport
