@@ -1,0 +1,19 @@
+// Entry point of the ucx backend, called by transport/factory.cc when the config asks for "ucx".
+// The returned Transport belongs to the caller and is driven by one thread; the Bootstrap is used
+// only during construction (to swap UCX worker addresses with the other ranks).
+#pragma once
+
+#include <memory>
+
+#include "core/config.h"
+#include "transport/bootstrap.h"
+#include "transport/transport.h"
+
+namespace murmur::transport::ucx {
+
+// Builds a connected ucx transport for `rank` of `world_size`. Throws TransportError if the
+// library cannot be initialised, PeerLost if a peer does not answer the exchange in time.
+std::unique_ptr<Transport> make_transport(const TransportConfig& config, int rank, int world_size,
+                                          Bootstrap& bootstrap);
+
+}  // namespace murmur::transport::ucx
