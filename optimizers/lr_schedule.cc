@@ -1,0 +1,55 @@
+#include "optimizers/lr_schedule.h"
+
+#include <algorithm>
+#include <cmath>
+#include <numbers>
+
+#include <fmt/format.h>
+
+#include "core/error.h"
+
+namespace murmur::optimizers {
+
+LrSchedule::LrSchedule(const OptimizerConfig& optimizer, const ScheduleConfig& schedule,
+                       std::int64_t total_steps)
+    : lr_(optimizer.lr),
+      min_lr_(schedule.min_lr),
+      gamma_(schedule.gamma),
+      step_every_(std::max(1, schedule.step_every)),
+      warmup_(std::max(0, schedule.warmup_steps)),
+      total_(total_steps) {
+  if (schedule.name == "constant") {
+    kind_ = Kind::kConstant;
+  } else if (schedule.name == "step") {
+    kind_ = Kind::kStep;
+  } else if (schedule.name == "cosine") {
+    kind_ = Kind::kCosine;
+  } else {
+    throw ConfigError(fmt::format("train.schedule.name: unknown schedule '{}' "
+                                  "(constant | step | cosine)", schedule.name));
+  }
+  if (total_steps < 0)
+    throw ConfigError(fmt::format("lr schedule: total_steps {} < 0", total_steps));
+}
+
+double LrSchedule::at(std::int64_t step) const {
+  step = std::max<std::int64_t>(step, 0);
+  if (step < warmup_) return lr_ * static_cast<double>(step + 1) / static_cast<double>(warmup_);
+  const std::int64_t s = step - warmup_;
+  const std::int64_t t = total_ - warmup_;
+  switch (kind_) {
+    case Kind::kConstant:
+      return lr_;
+    case Kind::kStep:
+      return lr_ * std::pow(gamma_, static_cast<double>(s / step_every_));
+    case Kind::kCosine:
+      if (t <= 0) return lr_;
+      if (s >= t) return min_lr_;
+      return min_lr_ + (lr_ - min_lr_) *
+                           (1.0 + std::cos(std::numbers::pi * static_cast<double>(s) /
+                                           static_cast<double>(t))) / 2.0;
+  }
+  return lr_;
+}
+
+}  // namespace murmur::optimizers
