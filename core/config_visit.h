@@ -1,0 +1,64 @@
+// Helpers for visitors that walk the `describe(v, struct)` functions of core/config.h: which
+// field types are nested sections, and the plain-text forms shared by every reader and writer
+// (a number written by to_yaml must read back bit for bit). Header-only, no state.
+#pragma once
+
+#include <cmath>
+#include <concepts>
+#include <string>
+#include <string_view>
+
+#include <fmt/format.h>
+
+#include "core/config.h"
+
+namespace murmur::config_detail {
+
+// Counts nothing; exists so that `Section` can ask "does describe(v, T&) exist?".
+struct NullVisitor {
+  template <class T, class... C>
+  void operator()(std::string_view, T&, C&&...) {}
+};
+
+// A nested config struct: a type with a describe() overload, read and written as a mapping.
+template <class T>
+concept Section = requires(NullVisitor& v, T& t) { describe(v, t); };
+
+// The names of a section's keys in describe() order, for "unknown key (known: a, b)" messages.
+struct KeyLister {
+  std::string keys;
+  template <class T, class... C>
+  void operator()(std::string_view key, T&, C&&...) {
+    if (!keys.empty()) keys += ", ";
+    keys += key;
+  }
+};
+
+template <Section T>
+std::string known_keys(const T& section) {
+  KeyLister lister;
+  T copy = section;  // describe() takes a mutable reference; a copy keeps `section` const
+  describe(lister, copy);
+  return lister.keys;
+}
+
+// Shortest text that parses back to exactly `x` (YAML 1.2 spelling for the non-finite values).
+inline std::string format_double(double x) {
+  if (std::isnan(x)) return ".nan";
+  if (std::isinf(x)) return x > 0 ? ".inf" : "-.inf";
+  return fmt::format("{}", x);
+}
+
+// Range bounds as the messages print them: 1 -> "1", 1e6 -> "1e+06".
+inline std::string format_bound(double x) { return fmt::format("{:g}", x); }
+
+inline std::string join_choices(const Choices& choices) {
+  std::string out;
+  for (std::string_view c : choices.allowed) {
+    if (!out.empty()) out += ", ";
+    out += c;
+  }
+  return out;
+}
+
+}  // namespace murmur::config_detail

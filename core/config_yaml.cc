@@ -1,0 +1,416 @@
+// YAML <-> ExperimentConfig. The only file that includes yaml-cpp (ARCHITECTURE.md: config is
+// parsed once, at the edge). Reading, overrides and writing all walk the describe() functions of
+// core/config.h, so they cannot disagree about which keys exist.
+#include "core/config.h"
+
+#include <cctype>
+#include <cerrno>
+#include <charconv>
+#include <cstring>
+#include <fstream>
+#include <limits>
+#include <map>
+#include <sstream>
+#include <type_traits>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+#include <yaml-cpp/yaml.h>
+
+#include "core/config_visit.h"
+#include "core/error.h"
+
+namespace murmur {
+namespace {
+
+using config_detail::Section;
+
+// Where the nodes being read came from. A file gives "file:line: key: what"; a --set gives
+// "--set a.b=x: what", and names the key only when the fault lies deeper than a.b itself.
+struct Source {
+  std::string origin;
+  bool is_override = false;
+  std::string override_key;
+};
+
+[[noreturn]] void fail(const Source& src, const YAML::Node& node, std::string_view path,
+                       std::string_view what, bool name_key = false) {
+  if (src.is_override) {
+    if ((path == src.override_key && !name_key) || path.empty()) {
+      throw ConfigError(fmt::format("{}: {}", src.origin, what));
+    }
+    throw ConfigError(fmt::format("{}: {}: {}", src.origin, path, what));
+  }
+  const YAML::Mark mark = node.Mark();
+  std::string where = src.origin;
+  if (mark.line >= 0) where += fmt::format(":{}", mark.line + 1);
+  if (path.empty()) throw ConfigError(fmt::format("{}: {}", where, what));
+  throw ConfigError(fmt::format("{}: {}: {}", where, path, what));
+}
+
+std::string got(const YAML::Node& node) {
+  if (node.IsScalar()) return fmt::format("\"{}\"", node.Scalar());
+  if (node.IsSequence()) return "a list";
+  if (node.IsMap()) return "a mapping";
+  return "nothing";
+}
+
+// A plain (unquoted) scalar: `3` may be a number, `"3"` is a string and nothing else.
+bool is_plain_scalar(const YAML::Node& node) { return node.IsScalar() && node.Tag() != "!"; }
+
+template <class Int>
+Int read_integer(const Source& src, const YAML::Node& node, std::string_view path) {
+  constexpr const char* kWant =
+      std::is_signed_v<Int> ? "expected an integer" : "expected a non-negative integer";
+  if (!is_plain_scalar(node)) fail(src, node, path, fmt::format("{}, got {}", kWant, got(node)));
+  std::string_view text = node.Scalar();
+  // YAML allows "+5"; from_chars does not, and "+-5" must still fail.
+  if (text.size() > 1 && text[0] == '+' && text[1] != '-') text.remove_prefix(1);
+  Int value{};
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (ec == std::errc::result_out_of_range && end == text.data() + text.size()) {
+    fail(src, node, path,
+         fmt::format("{} does not fit in a {}-bit integer", node.Scalar(),
+                     std::numeric_limits<Int>::digits + std::is_signed_v<Int>));
+  }
+  if (ec != std::errc() || end != text.data() + text.size()) {
+    fail(src, node, path, fmt::format("{}, got {}", kWant, got(node)));
+  }
+  return value;
+}
+
+double read_double(const Source& src, const YAML::Node& node, std::string_view path) {
+  if (!is_plain_scalar(node)) fail(src, node, path, fmt::format("expected a number, got {}", got(node)));
+  const std::string& s = node.Scalar();
+  // YAML 1.2 core schema spellings of the non-finite values (Range checks then reject them).
+  if (s == ".inf" || s == ".Inf" || s == ".INF" || s == "+.inf") return std::numeric_limits<double>::infinity();
+  if (s == "-.inf" || s == "-.Inf" || s == "-.INF") return -std::numeric_limits<double>::infinity();
+  if (s == ".nan" || s == ".NaN" || s == ".NAN") return std::numeric_limits<double>::quiet_NaN();
+  std::string_view text = s;
+  if (text.size() > 1 && text[0] == '+') text.remove_prefix(1);
+  // from_chars would take "inf" and "nan", which YAML reads as strings: demand a digit or '.'.
+  const std::size_t first = !text.empty() && text[0] == '-' ? 1 : 0;
+  const bool numeric_start =
+      first < text.size() && (std::isdigit(static_cast<unsigned char>(text[first])) || text[first] == '.');
+  double value = 0;
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (!numeric_start || ec != std::errc() || end != text.data() + text.size()) {
+    fail(src, node, path, fmt::format("expected a number, got {}", got(node)));
+  }
+  return value;
+}
+
+void check_range(const Source& src, const YAML::Node& node, std::string_view path, double value,
+                 std::string_view shown, const Range* range) {
+  if (range == nullptr || (value >= range->min && value <= range->max)) return;  // NaN fails
+  fail(src, node, path,
+       fmt::format("{} is out of range [{}, {}]", shown, config_detail::format_bound(range->min),
+                   config_detail::format_bound(range->max)));
+}
+
+template <Section T>
+void read_section(const Source& src, const YAML::Node& node, const std::string& path, T& section);
+
+template <class T>
+void read_field(const Source& src, const YAML::Node& node, const std::string& path, T& field,
+                const Range* range, const Choices* choices) {
+  if constexpr (Section<T>) {
+    read_section(src, node, path, field);
+  } else if constexpr (std::is_same_v<T, bool>) {
+    if (is_plain_scalar(node) && (node.Scalar() == "true" || node.Scalar() == "false")) {
+      field = node.Scalar() == "true";
+    } else {
+      fail(src, node, path, fmt::format("expected true or false, got {}", got(node)));
+    }
+  } else if constexpr (std::is_integral_v<T>) {
+    const T value = read_integer<T>(src, node, path);
+    check_range(src, node, path, static_cast<double>(value), fmt::format("{}", value), range);
+    field = value;
+  } else if constexpr (std::is_same_v<T, double>) {
+    const double value = read_double(src, node, path);
+    check_range(src, node, path, value, config_detail::format_double(value), range);
+    field = value;
+  } else if constexpr (std::is_same_v<T, std::string>) {
+    if (!node.IsScalar()) fail(src, node, path, fmt::format("expected a string, got {}", got(node)));
+    const std::string& value = node.Scalar();
+    if (choices != nullptr && !choices->allowed.empty()) {
+      bool allowed = false;
+      for (std::string_view c : choices->allowed) allowed = allowed || c == value;
+      if (!allowed) {
+        fail(src, node, path,
+             fmt::format("\"{}\" is not one of {}", value, config_detail::join_choices(*choices)));
+      }
+    }
+    field = value;
+  } else {  // std::vector<E>: Range and Choices apply to every element
+    if (!node.IsSequence()) fail(src, node, path, fmt::format("expected a list, got {}", got(node)));
+    T values(node.size());
+    for (std::size_t i = 0; i < node.size(); ++i) {
+      read_field(src, node[i], fmt::format("{}[{}]", path, i), values[i], range, choices);
+    }
+    field = std::move(values);
+  }
+}
+
+// Reads the keys of one mapping into the fields describe() names; anything left over is an
+// unknown key, reported with the list of known ones (most often it is a typo).
+class Reader {
+ public:
+  Reader(const Source& src, const YAML::Node& map, const std::string& path) : src_(src), path_(path) {
+    if (!map.IsMap()) return;  // null: an empty section, all defaults
+    for (const auto& kv : map) {
+      if (!kv.first.IsScalar()) fail(src, kv.first, path, "keys must be plain names");
+      const std::string& key = kv.first.Scalar();
+      const auto [it, inserted] = entries_.emplace(key, Entry{kv.first, kv.second});
+      if (!inserted) {
+        fail(src, kv.first, child(key),
+             fmt::format("duplicate key (first at line {})", it->second.key.Mark().line + 1));
+      }
+    }
+  }
+
+  template <class T>
+  void operator()(std::string_view key, T& field) { visit(key, field, nullptr, nullptr); }
+  template <class T>
+  void operator()(std::string_view key, T& field, Range range) { visit(key, field, &range, nullptr); }
+  template <class T>
+  void operator()(std::string_view key, T& field, const Choices& choices) {
+    visit(key, field, nullptr, &choices);
+  }
+
+  template <Section T>
+  void reject_unknown(const T& section) const {
+    for (const auto& [key, entry] : entries_) {
+      if (entry.used) continue;
+      fail(src_, entry.key, child(key),
+           fmt::format("unknown key (known: {})", config_detail::known_keys(section)), true);
+    }
+  }
+
+ private:
+  struct Entry {
+    YAML::Node key;
+    YAML::Node value;
+    bool used = false;
+  };
+
+  std::string child(std::string_view key) const {
+    return path_.empty() ? std::string(key) : fmt::format("{}.{}", path_, key);
+  }
+
+  template <class T>
+  void visit(std::string_view key, T& field, const Range* range, const Choices* choices) {
+    const auto it = entries_.find(std::string(key));
+    if (it == entries_.end()) return;  // absent: keep the default
+    it->second.used = true;
+    read_field(src_, it->second.value, child(key), field, range, choices);
+  }
+
+  const Source& src_;
+  const std::string& path_;
+  std::map<std::string, Entry> entries_;
+};
+
+template <Section T>
+void read_section(const Source& src, const YAML::Node& node, const std::string& path, T& section) {
+  if (!node.IsMap() && !node.IsNull()) {
+    fail(src, node, path, fmt::format("expected a mapping, got {}", got(node)));
+  }
+  Reader reader(src, node, path);
+  describe(reader, section);
+  reader.reject_unknown(section);
+}
+
+YAML::Node parse_yaml(const std::string& text, std::string_view origin, bool show_line) {
+  try {
+    return YAML::Load(text);
+  } catch (const YAML::Exception& e) {
+    if (e.mark.is_null() || !show_line) throw ConfigError(fmt::format("{}: YAML syntax error: {}", origin, e.msg));
+    throw ConfigError(fmt::format("{}:{}: YAML syntax error: {}", origin, e.mark.line + 1, e.msg));
+  }
+}
+
+// ---- writing ----
+
+struct JsonWriter {
+  nlohmann::json& out;
+  template <class T, class... C>
+  void operator()(std::string_view key, T& field, C&&...) {
+    if constexpr (Section<T>) {
+      nlohmann::json sub = nlohmann::json::object();
+      JsonWriter w{sub};
+      describe(w, field);
+      out[std::string(key)] = std::move(sub);
+    } else {
+      out[std::string(key)] = field;
+    }
+  }
+};
+
+class YamlWriter {
+ public:
+  explicit YamlWriter(YAML::Emitter& out) : out_(out) {}
+  template <class T, class... C>
+  void operator()(std::string_view key, T& field, C&&...) {
+    out_ << YAML::Key << std::string(key) << YAML::Value;
+    emit(field);
+  }
+
+ private:
+  template <class T>
+  void emit(T& value) {
+    if constexpr (Section<T>) {
+      out_ << YAML::BeginMap;
+      describe(*this, value);
+      out_ << YAML::EndMap;
+    } else if constexpr (std::is_same_v<T, bool>) {
+      out_ << (value ? "true" : "false");
+    } else if constexpr (std::is_integral_v<T>) {
+      out_ << fmt::format("{}", value);
+    } else if constexpr (std::is_same_v<T, double>) {
+      out_ << config_detail::format_double(value);  // shortest text that reads back exactly
+    } else if constexpr (std::is_same_v<T, std::string>) {
+      out_ << YAML::DoubleQuoted << value;  // so "true", "3" or "" stay strings
+    } else {
+      out_ << YAML::Flow << YAML::BeginSeq;
+      for (auto& element : value) emit(element);
+      out_ << YAML::EndSeq;
+    }
+  }
+
+  YAML::Emitter& out_;
+};
+
+// ---- cross-field rules ----
+// Each rule appends what is wrong to `problems`; validate() reports all of them at once, so a
+// user fixes a config in one round. Add a rule by adding a function to kRules.
+using Problems = std::vector<std::string>;
+
+void cnn_needs_28x28(const ExperimentConfig& c, Problems& problems) {
+  if (c.model.name != "cnn" || c.data.name != "synthetic") return;  // fashion_mnist is 28x28
+  const SyntheticConfig& s = c.data.synthetic;
+  if (s.height != 28 || s.width != 28) {
+    problems.push_back(fmt::format(
+        "model.name: cnn needs 28x28 images, but data.synthetic is {}x{} (set height and width to 28)",
+        s.height, s.width));
+  }
+}
+
+void rank_inside_world(const ExperimentConfig& c, Problems& problems) {
+  if (c.world.rank >= 0 && c.world.rank >= c.world.size) {
+    problems.push_back(
+        fmt::format("world.rank: {} is not below world.size {}", c.world.rank, c.world.size));
+  }
+}
+
+void custom_topology_is_given(const ExperimentConfig& c, Problems& problems) {
+  const TopologyConfig& t = c.topology;
+  if (t.graph == "custom" && t.edges.empty() && t.matrix.empty()) {
+    problems.push_back("topology.graph: custom needs topology.edges or topology.matrix");
+  }
+  if (t.weights == "custom" && t.matrix.empty()) {
+    problems.push_back("topology.weights: custom needs topology.matrix");
+  }
+  for (std::size_t i = 0; i < t.edges.size(); ++i) {
+    const std::vector<int>& e = t.edges[i];
+    if (e.size() != 2 || e[0] < 0 || e[1] < 0 || e[0] >= c.world.size || e[1] >= c.world.size) {
+      problems.push_back(fmt::format(
+          "topology.edges[{}]: expected a pair [from, to] of ranks below world.size {}", i, c.world.size));
+    }
+  }
+  if (t.matrix.empty()) return;
+  const std::size_t n = static_cast<std::size_t>(c.world.size);
+  bool square = t.matrix.size() == n;
+  for (const std::vector<double>& row : t.matrix) square = square && row.size() == n;
+  if (!square) {
+    problems.push_back(fmt::format("topology.matrix: expected {0}x{0} (world.size), got {1} rows",
+                                   n, t.matrix.size()));
+  }
+}
+
+void compressor_only_with_choco(const ExperimentConfig& c, Problems& problems) {
+  const AlgorithmConfig& a = c.algorithm;
+  if (a.compressor.name != "none" && a.name != "choco") {
+    problems.push_back(fmt::format(
+        "algorithm.compressor.name: {} needs algorithm.name choco, not {}", a.compressor.name, a.name));
+  }
+}
+
+using Rule = void (*)(const ExperimentConfig&, Problems&);
+constexpr Rule kRules[] = {cnn_needs_28x28, rank_inside_world, custom_topology_is_given,
+                           compressor_only_with_choco};
+
+}  // namespace
+
+void validate(const ExperimentConfig& config) {
+  Problems problems;
+  for (Rule rule : kRules) rule(config, problems);
+  if (problems.empty()) return;
+  std::string message = "invalid config: " + problems.front();
+  for (std::size_t i = 1; i < problems.size(); ++i) message += "; " + problems[i];
+  throw ConfigError(message);
+}
+
+ExperimentConfig load_config(const std::filesystem::path& file) {
+  std::ifstream in(file, std::ios::binary);
+  if (!in) {
+    throw ConfigError(fmt::format("{}: cannot open config: {}", file.string(), std::strerror(errno)));
+  }
+  std::ostringstream text;
+  text << in.rdbuf();
+  return load_config_string(text.str(), file.string());
+}
+
+ExperimentConfig load_config_string(std::string_view yaml, std::string_view origin) {
+  const YAML::Node root = parse_yaml(std::string(yaml), origin, true);
+  ExperimentConfig config;
+  read_section(Source{std::string(origin), false, {}}, root, std::string(), config);
+  return config;
+}
+
+void apply_override(ExperimentConfig& config, std::string_view assignment) {
+  const Source src{fmt::format("--set {}", assignment), true,
+                   std::string(assignment.substr(0, assignment.find('=')))};
+  const std::size_t eq = assignment.find('=');
+  if (eq == std::string_view::npos || eq == 0) {
+    throw ConfigError(fmt::format("{}: expected key=value", src.origin));
+  }
+  const std::string value(assignment.substr(eq + 1));
+  // `--set run.out=` means the empty string, not YAML's null.
+  YAML::Node node = value.empty() ? YAML::Node(std::string()) : parse_yaml(value, src.origin, false);
+  // Wrap the value as {a: {b: value}} and read it like a file: same checks, same messages.
+  std::vector<std::string> keys;
+  std::stringstream path(src.override_key);
+  for (std::string key; std::getline(path, key, '.');) keys.push_back(key);
+  if (keys.empty() || src.override_key.back() == '.') {
+    throw ConfigError(fmt::format("{}: expected key=value", src.origin));
+  }
+  for (auto it = keys.rbegin(); it != keys.rend(); ++it) {
+    YAML::Node map(YAML::NodeType::Map);
+    map[*it] = node;
+    node.reset(map);  // rebind, not assign: yaml-cpp's operator= would alias the two nodes
+  }
+  ExperimentConfig updated = config;  // all or nothing
+  read_section(src, node, std::string(), updated);
+  config = std::move(updated);
+}
+
+nlohmann::json to_json(const ExperimentConfig& config) {
+  nlohmann::json out = nlohmann::json::object();
+  JsonWriter writer{out};
+  ExperimentConfig copy = config;  // describe() takes a mutable reference
+  describe(writer, copy);
+  return out;
+}
+
+std::string to_yaml(const ExperimentConfig& config) {
+  YAML::Emitter out;
+  YamlWriter writer(out);
+  ExperimentConfig copy = config;
+  out << YAML::BeginMap;
+  describe(writer, copy);
+  out << YAML::EndMap;
+  return std::string(out.c_str()) + "\n";
+}
+
+}  // namespace murmur
