@@ -1,0 +1,112 @@
+#include "topology/schedule.h"
+
+#include <algorithm>
+#include <cstddef>
+#include <numeric>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "core/error.h"
+#include "core/rng.h"
+
+namespace murmur::topology {
+namespace {
+
+// Streams of Rng(seed) reserved for topology, so that gossip draws never coincide with the data
+// shuffle or initialization streams other rooms fork from the same run seed.
+constexpr std::uint64_t kMatchingStream = 0x746f706f6d617463ull;  // "topomatc"
+constexpr std::uint64_t kKoutStream = 0x746f706f6b6f7574ull;      // "topokout"
+
+int ceil_log2(int n) {
+  int tau = 0;
+  while ((std::int64_t{1} << tau) < n) ++tau;
+  return tau;
+}
+
+void check_round(std::int64_t round) {
+  if (round < 0) throw ConfigError(fmt::format("topology: round {} (must be >= 0)", round));
+}
+
+}  // namespace
+
+bool is_time_varying(const TopologyConfig& c) {
+  return c.graph == "one_peer_exponential" || c.graph == "random_matching" ||
+         c.graph == "random_kout";
+}
+
+int period(const TopologyConfig& c, int n) {
+  if (c.graph == "one_peer_exponential") return std::max(1, ceil_log2(n));
+  if (is_time_varying(c)) return 0;
+  return 1;
+}
+
+int analysis_window(const TopologyConfig& c, int n) {
+  const int p = period(c, n);
+  return p > 0 ? p : std::max(8, 4 * ceil_log2(n));
+}
+
+Graph graph_at(const TopologyConfig& c, int n, std::uint64_t seed, std::int64_t round) {
+  validate_world(c, n);
+  check_round(round);
+  if (c.graph == "one_peer_exponential") return one_peer_exponential(n, round);
+  if (c.graph == "random_matching") return random_matching(n, seed, round);
+  if (c.graph == "random_kout") return random_kout(n, c.k, seed, round);
+  return static_graph(c, n);
+}
+
+Graph one_peer_exponential(int n, std::int64_t round) {
+  check_round(round);
+  std::vector<std::vector<int>> out(static_cast<std::size_t>(n));
+  if (n > 1) {
+    const int tau = ceil_log2(n);
+    const std::int64_t hop = std::int64_t{1} << (round % tau);
+    for (int i = 0; i < n; ++i) out[i] = {static_cast<int>((i + hop) % n)};
+  }
+  return Graph{n, true, std::move(out)};
+}
+
+Graph random_matching(int n, std::uint64_t seed, std::int64_t round) {
+  check_round(round);
+  Rng rng = Rng(seed).fork(kMatchingStream).fork(static_cast<std::uint64_t>(round));
+  std::vector<int> perm(static_cast<std::size_t>(n));
+  std::iota(perm.begin(), perm.end(), 0);
+  for (int i = n - 1; i > 0; --i) {  // Fisher-Yates, drawn the same way on every peer
+    std::swap(perm[i], perm[rng.below(static_cast<std::uint64_t>(i) + 1)]);
+  }
+  std::vector<std::vector<int>> out(static_cast<std::size_t>(n));
+  for (int m = 0; m + 1 < n; m += 2) {
+    out[perm[m]] = {perm[m + 1]};
+    out[perm[m + 1]] = {perm[m]};
+  }
+  return Graph{n, false, std::move(out)};
+}
+
+Graph random_kout(int n, int k, std::uint64_t seed, std::int64_t round) {
+  check_round(round);
+  if (k < 1 || k > n - 1) {
+    throw ConfigError(fmt::format(
+        "topology.k: random_kout sends to k = {} others, which needs 1 <= k <= world.size - 1 = {}",
+        k, n - 1));
+  }
+  const Rng base = Rng(seed).fork(kKoutStream).fork(static_cast<std::uint64_t>(round));
+  std::vector<std::vector<int>> out(static_cast<std::size_t>(n));
+  const int others = n - 1;
+  for (int j = 0; j < n; ++j) {
+    // Floyd's sampling of k distinct values in [0, others): k draws, whatever k and n are.
+    Rng rng = base.fork(static_cast<std::uint64_t>(j));
+    std::vector<int> picked;
+    picked.reserve(static_cast<std::size_t>(k));
+    for (int t = others - k; t < others; ++t) {
+      const int v = static_cast<int>(rng.below(static_cast<std::uint64_t>(t) + 1));
+      const bool seen = std::find(picked.begin(), picked.end(), v) != picked.end();
+      picked.push_back(seen ? t : v);
+    }
+    for (int& v : picked) v += (v >= j);  // skip j itself: [0, n-1) -> [0, n) \ {j}
+    std::sort(picked.begin(), picked.end());
+    out[j] = std::move(picked);
+  }
+  return Graph{n, true, std::move(out)};
+}
+
+}  // namespace murmur::topology
