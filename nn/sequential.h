@@ -65,8 +65,9 @@ class Sequential {
   struct Slot {
     std::string name;
     std::unique_ptr<Layer> layer;
-    bool skipped = false;  // absorbed by the layer before it
-    bool view = false;     // output aliases input
+    bool skipped = false;     // absorbed by the layer before it
+    bool view = false;        // output aliases input
+    bool has_params = false;  // declared at least one parameter
   };
   void reserve_forward(std::int64_t n);
   void reserve_backward(std::int64_t n);
@@ -75,18 +76,22 @@ class Sequential {
   Shape input_;
   std::vector<Shape> shapes_;  // shapes_[i] = output of layer i, per sample
   bool built_ = false;
+  // Per activation k (0 = input, k = output of layer k - 1): the activation whose memory it
+  // shares (views and fused layers alias), and whether its gradient is needed at all (only
+  // when some layer below has parameters; the input's never is).
+  std::vector<std::size_t> root_;
+  std::vector<bool> needs_grad_;
 
   // Activations: act_[0] is the input (aliases the caller's x), act_[i + 1] is layer i's output.
   std::int64_t forward_capacity_ = 0;
   std::int64_t backward_capacity_ = 0;
   std::int64_t batch_ = 0;
+  bool trained_ = false;  // output_grad() was taken for the current forward
   HostBuffer forward_memory_;
   HostBuffer backward_memory_;
   std::vector<Tensor> act_;
   std::vector<Tensor> grad_;  // grad_[i] matches act_[i]; grad_[0] stays undefined
-  std::vector<std::span<float>> workspace_;
   std::vector<std::size_t> act_offset_, grad_offset_, ws_offset_;
-  Tensor output_grad_;
 };
 
 }  // namespace murmur::nn
