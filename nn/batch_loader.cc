@@ -57,9 +57,9 @@ BatchLoader::State BatchLoader::state() const { return {epoch_, position_, epoch
 
 void BatchLoader::restore(const State& state) {
   if (state.epoch < 0 || state.position < 0 || state.position >= size())
-    throw CheckpointError(fmt::format(
-        "batch loader state: epoch {} position {} does not fit a shard of {} samples",
-        state.epoch, state.position, size()));
+    throw CheckpointError(
+        fmt::format("batch loader state: epoch {} position {} does not fit a shard of {} samples",
+                    state.epoch, state.position, size()));
   rng_.set_state(state.rng);
   start_epoch();
   epoch_ = state.epoch;

@@ -16,9 +16,9 @@ constexpr int kFashionClasses = 10;
 std::filesystem::path existing(const std::filesystem::path& file) {
   std::error_code ec;
   if (!std::filesystem::exists(file, ec))
-    throw DataError(fmt::format(
-        "{}: no such file (install Debian's dataset-fashion-mnist, or set data.path)",
-        file.string()));
+    throw DataError(
+        fmt::format("{}: no such file (install Debian's dataset-fashion-mnist, or set data.path)",
+                    file.string()));
   return file;
 }
 
@@ -56,8 +56,8 @@ Dataset load_fashion_mnist(const DataConfig& config, bool train) {
 Dataset load_dataset(const DataConfig& config, std::uint64_t seed, bool train) {
   if (config.name == "fashion_mnist") return load_fashion_mnist(config, train);
   if (config.name == "synthetic") return make_synthetic(config.synthetic, seed, train);
-  throw ConfigError(fmt::format("data.name: unknown data set '{}' (fashion_mnist | synthetic)",
-                                config.name));
+  throw ConfigError(
+      fmt::format("data.name: unknown data set '{}' (fashion_mnist | synthetic)", config.name));
 }
 
 }  // namespace murmur::nn

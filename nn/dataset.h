@@ -17,8 +17,8 @@ struct Dataset {
   int height = 0;
   int width = 0;
   int classes = 0;
-  std::vector<float> images;          // size * channels * height * width, normalized
-  std::vector<std::int32_t> labels;   // size, each in [0, classes)
+  std::vector<float> images;         // size * channels * height * width, normalized
+  std::vector<std::int32_t> labels;  // size, each in [0, classes)
 
   std::int64_t sample_floats() const {
     return static_cast<std::int64_t>(channels) * height * width;

@@ -1,12 +1,11 @@
 #include "nn/idx.h"
 
-#include <zlib.h>
-
 #include <algorithm>
 #include <memory>
 #include <string>
 
 #include <fmt/format.h>
+#include <zlib.h>
 
 #include "core/error.h"
 
@@ -76,9 +75,8 @@ std::vector<std::uint32_t> read_header(gzFile f, const std::filesystem::path& fi
 // Reads exactly `n` payload bytes and checks that nothing follows. The buffer grows in chunks
 // as data arrives, so a forged header claiming terabytes fails on the short read, not on a
 // giant allocation.
-std::vector<std::uint8_t> read_payload(gzFile f, const std::filesystem::path& file,
-                                       std::int64_t n, const std::string& claim,
-                                       const char* unit) {
+std::vector<std::uint8_t> read_payload(gzFile f, const std::filesystem::path& file, std::int64_t n,
+                                       const std::string& claim, const char* unit) {
   constexpr std::int64_t kChunk = std::int64_t{16} << 20;
   std::vector<std::uint8_t> out;
   std::int64_t done = 0;
@@ -88,8 +86,8 @@ std::vector<std::uint8_t> read_payload(gzFile f, const std::filesystem::path& fi
     const std::size_t got = read_some(f, file, out.data() + done, static_cast<std::size_t>(step));
     done += static_cast<std::int64_t>(got);
     if (static_cast<std::int64_t>(got) < step)
-      fail(file, fmt::format("truncated: header says {}, file holds {} bytes of {}", claim, done,
-                             unit));
+      fail(file,
+           fmt::format("truncated: header says {}, file holds {} bytes of {}", claim, done, unit));
   }
   unsigned char extra;
   if (read_some(f, file, &extra, 1) != 0)
@@ -112,9 +110,8 @@ IdxImages read_idx_images(const std::filesystem::path& file) {
   out.rows = static_cast<int>(dims[1]);
   out.cols = static_cast<int>(dims[2]);
   const std::int64_t n = out.count * out.rows * out.cols;
-  out.pixels = read_payload(f.get(), file, n,
-                            fmt::format("{} images of {}x{}", out.count, out.rows, out.cols),
-                            "pixels");
+  out.pixels = read_payload(
+      f.get(), file, n, fmt::format("{} images of {}x{}", out.count, out.rows, out.cols), "pixels");
   return out;
 }
 

@@ -53,8 +53,9 @@ std::vector<std::vector<std::int64_t>> split_dirichlet(const std::vector<std::in
   // The empty-shard repair documented in partition.h.
   for (auto& shard : shards) {
     if (!shard.empty()) continue;
-    auto largest = std::max_element(shards.begin(), shards.end(),
-                                    [](const auto& a, const auto& b) { return a.size() < b.size(); });
+    auto largest = std::max_element(shards.begin(), shards.end(), [](const auto& a, const auto& b) {
+      return a.size() < b.size();
+    });
     shard.push_back(largest->back());
     largest->pop_back();
   }
@@ -100,16 +101,16 @@ std::vector<double> sample_dirichlet(Rng& rng, double alpha, int k) {
 
 std::vector<std::vector<std::int64_t>> partition_all(const std::vector<std::int32_t>& labels,
                                                      int classes, int world,
-                                                     const DataConfig& config,
-                                                     std::uint64_t seed) {
+                                                     const DataConfig& config, std::uint64_t seed) {
   if (world < 1) throw ConfigError(fmt::format("world.size: {} peers, need at least 1", world));
   const auto n = static_cast<std::int64_t>(labels.size());
   if (n < world)
-    throw DataError(fmt::format("data set of {} samples cannot give each of {} peers a sample",
-                                n, world));
+    throw DataError(
+        fmt::format("data set of {} samples cannot give each of {} peers a sample", n, world));
   for (std::int64_t i = 0; i < n; ++i)
     if (labels[i] < 0 || labels[i] >= classes)
-      throw DataError(fmt::format("label {} at index {} is outside [0, {})", labels[i], i, classes));
+      throw DataError(
+          fmt::format("label {} at index {} is outside [0, {})", labels[i], i, classes));
 
   Rng rng = Rng(seed).fork(kPartitionStream);
   std::vector<std::vector<std::int64_t>> shards;
@@ -117,7 +118,8 @@ std::vector<std::vector<std::int64_t>> partition_all(const std::vector<std::int3
     shards = split_iid(n, world, rng);
   } else if (config.partition == "dirichlet") {
     if (!(config.dirichlet_alpha > 0.0))
-      throw ConfigError(fmt::format("data.dirichlet_alpha: {} must be > 0", config.dirichlet_alpha));
+      throw ConfigError(
+          fmt::format("data.dirichlet_alpha: {} must be > 0", config.dirichlet_alpha));
     shards = split_dirichlet(labels, classes, world, config.dirichlet_alpha, rng);
   } else {
     throw ConfigError(

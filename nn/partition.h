@@ -24,8 +24,7 @@ namespace murmur::nn {
 // [0, classes); ConfigError for world < 1 or an unknown partition name.
 std::vector<std::vector<std::int64_t>> partition_all(const std::vector<std::int32_t>& labels,
                                                      int classes, int world,
-                                                     const DataConfig& config,
-                                                     std::uint64_t seed);
+                                                     const DataConfig& config, std::uint64_t seed);
 
 // This rank's shard: partition_all(...)[rank]. Throws ConfigError unless 0 <= rank < world.
 std::vector<std::int64_t> partition_indices(const std::vector<std::int32_t>& labels, int classes,

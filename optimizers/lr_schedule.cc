@@ -25,8 +25,10 @@ LrSchedule::LrSchedule(const OptimizerConfig& optimizer, const ScheduleConfig& s
   } else if (schedule.name == "cosine") {
     kind_ = Kind::kCosine;
   } else {
-    throw ConfigError(fmt::format("train.schedule.name: unknown schedule '{}' "
-                                  "(constant | step | cosine)", schedule.name));
+    throw ConfigError(
+        fmt::format("train.schedule.name: unknown schedule '{}' "
+                    "(constant | step | cosine)",
+                    schedule.name));
   }
   if (total_steps < 0)
     throw ConfigError(fmt::format("lr schedule: total_steps {} < 0", total_steps));
@@ -47,7 +49,8 @@ double LrSchedule::at(std::int64_t step) const {
       if (s >= t) return min_lr_;
       return min_lr_ + (lr_ - min_lr_) *
                            (1.0 + std::cos(std::numbers::pi * static_cast<double>(s) /
-                                           static_cast<double>(t))) / 2.0;
+                                           static_cast<double>(t))) /
+                           2.0;
   }
   return lr_;
 }

@@ -3,7 +3,6 @@
 #include "nn/dataset.h"
 
 #include <stdlib.h>
-#include <zlib.h>
 
 #include <cmath>
 #include <filesystem>
@@ -11,6 +10,7 @@
 #include <vector>
 
 #include <catch2/catch.hpp>
+#include <zlib.h>
 
 #include "core/error.h"
 #include "nn/synthetic.h"
@@ -137,7 +137,7 @@ TEST_CASE("Fashion-MNIST from Debian's package", "[nn][dataset]") {
   for (float x : test.images) sum += x, sq += double{x} * x;
   const double n = static_cast<double>(test.images.size());
   const double mean = sum / n;
-  CHECK(std::abs(mean) < 0.05);                           // normalized with the train mean/std
+  CHECK(std::abs(mean) < 0.05);  // normalized with the train mean/std
   CHECK(std::abs(std::sqrt(sq / n - mean * mean) - 1.0) < 0.05);
 
   c.normalize = false;
@@ -161,7 +161,8 @@ TEST_CASE("a broken Fashion-MNIST directory is a DataError naming the file", "[n
                                "dataset-fashion-mnist, or set data.path)"));
   }
 
-  write_idx(dir.path / "t10k-images-idx3-ubyte.gz", 0x803, {3, 2, 2}, std::vector<std::uint8_t>(12, 255));
+  write_idx(dir.path / "t10k-images-idx3-ubyte.gz", 0x803, {3, 2, 2},
+            std::vector<std::uint8_t>(12, 255));
   write_idx(dir.path / "t10k-labels-idx1-ubyte.gz", 0x801, {2}, {1, 2});
   CHECK_THROWS_WITH(load_dataset(c, 0, false),
                     Catch::Contains("t10k-labels-idx1-ubyte.gz: 2 labels, but") &&

@@ -4,7 +4,6 @@
 #include "nn/idx.h"
 
 #include <stdlib.h>
-#include <zlib.h>
 
 #include <cstdint>
 #include <filesystem>
@@ -13,6 +12,7 @@
 #include <vector>
 
 #include <catch2/catch.hpp>
+#include <zlib.h>
 
 #include "core/error.h"
 
@@ -128,8 +128,7 @@ TEST_CASE("IDX reader rejects short headers and payloads", "[nn][idx]") {
   CHECK_THAT(data_error([&] { read_idx_images(short_head); }),
              Catch::Contains("truncated: header of 10 bytes, need 16"));
 
-  const auto short_pixels =
-      write_gz(dir.path / "pix.gz", images_bytes(0x803, 60000, 28, 28, 1234));
+  const auto short_pixels = write_gz(dir.path / "pix.gz", images_bytes(0x803, 60000, 28, 28, 1234));
   CHECK_THAT(data_error([&] { read_idx_images(short_pixels); }),
              Catch::Contains("pix.gz: truncated: header says 60000 images of 28x28, file holds "
                              "1234 bytes of pixels"));
@@ -176,13 +175,15 @@ TEST_CASE("IDX reader rejects a corrupt gzip stream", "[nn][idx]") {
 
   SECTION("cut short") {
     const auto cut = dir.path / "cut.gz";
-    std::ofstream(cut, std::ios::binary).write(raw.data(), static_cast<std::streamsize>(raw.size() / 2));
+    std::ofstream(cut, std::ios::binary)
+        .write(raw.data(), static_cast<std::streamsize>(raw.size() / 2));
     CHECK_THAT(data_error([&] { read_idx_images(cut); }), Catch::Contains("cut.gz: "));
   }
   SECTION("bytes flipped in the deflate stream") {
     for (std::size_t i = raw.size() / 3; i < raw.size() / 3 + 64; ++i) raw[i] ^= 0x5a;
     const auto bad = dir.path / "flipped.gz";
-    std::ofstream(bad, std::ios::binary).write(raw.data(), static_cast<std::streamsize>(raw.size()));
+    std::ofstream(bad, std::ios::binary)
+        .write(raw.data(), static_cast<std::streamsize>(raw.size()));
     CHECK_THAT(data_error([&] { read_idx_images(bad); }), Catch::Contains("flipped.gz: "));
   }
 }

@@ -107,8 +107,9 @@ TEST_CASE("Dirichlet shards cover every sample and small alpha skews labels", "[
   const double flat = mean_top_label_share(mild, labels, 10);
   CHECK(skew > 0.5);
   CHECK(flat < 0.2);
-  CHECK(flat == Approx(mean_top_label_share(partition_all(labels, 10, 8, config("iid"), 9),
-                                            labels, 10)).margin(0.05));
+  CHECK(flat ==
+        Approx(mean_top_label_share(partition_all(labels, 10, 8, config("iid"), 9), labels, 10))
+            .margin(0.05));
 }
 
 TEST_CASE("tiny alpha and many peers still leave no shard empty", "[nn][partition]") {
