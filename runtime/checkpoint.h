@@ -1,0 +1,55 @@
+// Checkpoints of one peer: the model's tensors under their PyTorch state_dict names (so numpy or
+// torch read them as they are), plus the resume state under names and metadata keys prefixed
+// "murmur." (optimizer buffers, step, epoch, RNG and data-loader state, algorithm state).
+// Written atomically (temp file, fsync, rename) with a CRC32C of the data, so a crash never leaves
+// a half-written file under a checkpoint's name; read back only after every check passes.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <map>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "core/arena.h"
+#include "core/rng.h"
+#include "nn/batch_loader.h"
+
+namespace murmur::runtime {
+
+// Everything besides the arenas that a resumed run needs to continue exactly.
+struct ResumeState {
+  std::int64_t step = 0;            // local steps completed
+  nn::BatchLoader::State loader;
+  Rng::State rng{};                 // the peer's training RNG (dropout)
+  std::map<std::string, std::string> extra;  // algorithm scalars, e.g. push-sum weight
+};
+
+// Named flat float arrays saved beside the model (optimizer momentum, algorithm buffers).
+struct FlatState {
+  std::string name;
+  std::span<float> data;
+};
+
+// Writes params and buffers (state_dict names), `flat` as "murmur.<name>" 1-D tensors, and
+// `state` in the metadata. Throws CheckpointError/IoError naming the file.
+void save_checkpoint(const std::filesystem::path& file, const Arena& params, const Arena& buffers,
+                     std::span<const FlatState> flat, const ResumeState& state,
+                     const std::string& config_json);
+
+// Reads `file` into the arenas and flat arrays (which must have the saved sizes) and returns the
+// resume state. Verifies every tensor before changing anything, so a bad file leaves the model as
+// it was. Throws CheckpointError naming the file and what is wrong.
+ResumeState load_checkpoint(const std::filesystem::path& file, Arena& params, Arena& buffers,
+                            std::span<FlatState> flat);
+
+// The checkpoint files in `dir` (periodic "ckpt-<step>.safetensors" and "final.safetensors"),
+// newest (highest step) first.
+std::vector<std::filesystem::path> list_checkpoints(const std::filesystem::path& dir);
+std::filesystem::path periodic_checkpoint_path(const std::filesystem::path& dir, std::int64_t step);
+// Deletes all but the `keep` newest periodic checkpoints.
+void prune_checkpoints(const std::filesystem::path& dir, int keep);
+
+}  // namespace murmur::runtime

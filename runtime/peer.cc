@@ -1,0 +1,248 @@
+#include "runtime/peer.h"
+
+#include <algorithm>
+#include <chrono>
+#include <thread>
+#include <vector>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "core/error.h"
+#include "core/files.h"
+#include "core/logging.h"
+#include "core/metrics.h"
+#include "core/progress.h"
+#include "nn/batch_loader.h"
+#include "nn/cpu/threads.h"
+#include "nn/dataset.h"
+#include "nn/model.h"
+#include "nn/partition.h"
+#include "optimizers/local_optimizer.h"
+#include "optimizers/lr_schedule.h"
+#include "runtime/checkpoint.h"
+#include "runtime/evaluate.h"
+#include "runtime/stop_signal.h"
+
+namespace murmur::runtime {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point t) {
+  return std::chrono::duration<double>(Clock::now() - t).count();
+}
+
+std::string format_eta(double seconds) {
+  const auto s = static_cast<long>(std::max(0.0, seconds));
+  if (s >= 3600) return fmt::format("{}h{:02d}m", s / 3600, (s % 3600) / 60);
+  return fmt::format("{}m{:02d}s", s / 60, s % 60);
+}
+
+int default_threads(const RunConfig& run, int local_peers) {
+  if (run.threads > 0) return run.threads;
+  const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  return std::max(1, cores / std::max(1, local_peers));
+}
+
+// One peer's training state and loop; run_peer() builds it and calls run().
+class Trainer {
+ public:
+  Trainer(const ExperimentConfig& config, const PeerOptions& options)
+      : config_(config),
+        options_(options),
+        rank_(std::max(0, config.world.rank)),
+        dir_(options.out / fmt::format("rank{}", rank_)),
+        train_(nn::load_dataset(config.data, config.run.seed, /*train=*/true)),
+        test_(nn::load_dataset(config.data, config.run.seed, /*train=*/false)),
+        loader_(train_,
+                nn::partition_indices(train_.labels, train_.classes, config.world.size, rank_,
+                                      config.data, config.run.seed),
+                config.train.batch_size, Rng(config.run.seed).fork(1000 + rank_).next_u64()),
+        rng_(Rng(config.run.seed).fork(2000 + rank_)),
+        metrics_(dir_ / "metrics.jsonl"),
+        progress_(options.interactive) {
+    // Every peer draws the same initial parameters from the run seed: consensus from step 0.
+    Rng init(config.run.seed);
+    model_ = nn::Model::create(config.model, {train_.channels, train_.height, train_.width},
+                               train_.classes, init);
+    optimizer_ = optimizers::make_local_optimizer(config.train.optimizer,
+                                                  model_->params().flat().size());
+    steps_per_epoch_ = loader_.batches_per_epoch();
+    total_steps_ = steps_per_epoch_ * config.train.epochs;
+    if (config.train.max_steps > 0) total_steps_ = std::min(total_steps_, config.train.max_steps);
+    schedule_ = std::make_unique<optimizers::LrSchedule>(config.train.optimizer,
+                                                         config.train.schedule, total_steps_);
+    x_.resize(static_cast<std::size_t>(config.train.batch_size * train_.sample_floats()));
+    y_.resize(static_cast<std::size_t>(config.train.batch_size));
+    config_json_ = to_json(config).dump();
+    log().info("rank {}: {} ({} parameters), {} training samples in this shard, {} steps",
+               rank_, config.model.name, model_->num_params(), loader_.size(), total_steps_);
+  }
+
+  PeerResult run() {
+    const auto start = Clock::now();
+    if (config_.checkpoint.resume) resume();
+    double window_loss = 0;
+    int window_steps = 0;
+    auto window_start = Clock::now();
+    std::int64_t window_samples = 0;
+    bool evaluated_last = false;
+    while (step_ < total_steps_ && !stop_requested()) {
+      const auto t = Clock::now();
+      const int n = loader_.next(x_.data(), y_.data());
+      const float loss = model_->train_batch(x_.data(), y_.data(), n, rng_);
+      const double lr = schedule_->at(step_);
+      optimizer_->step(model_->params().flat(), model_->grads().flat(), static_cast<float>(lr));
+      compute_s_ += seconds_since(t);
+      ++step_;
+      window_loss += loss;
+      ++window_steps;
+      window_samples += n;
+      evaluated_last = false;
+      if (step_ % config_.run.log_every == 0 || step_ == total_steps_) {
+        const double rate = window_samples / std::max(1e-9, seconds_since(window_start));
+        log_step(window_loss / window_steps, lr, rate, start);
+        window_loss = 0;
+        window_steps = 0;
+        window_samples = 0;
+        window_start = Clock::now();
+      }
+      const int every = config_.eval.every_steps;
+      if ((every > 0 && step_ % every == 0) || (every == 0 && step_ % steps_per_epoch_ == 0)) {
+        log_eval(start);
+        evaluated_last = true;
+      }
+      if (config_.checkpoint.every_steps > 0 && step_ % config_.checkpoint.every_steps == 0 &&
+          step_ < total_steps_) {
+        save(periodic_checkpoint_path(dir_, step_));
+        prune_checkpoints(dir_, config_.checkpoint.keep);
+      }
+    }
+    PeerResult result;
+    result.stopped_early = step_ < total_steps_;
+    if (result.stopped_early) {
+      save(periodic_checkpoint_path(dir_, step_));
+      log().warn("rank {}: stopped by signal {} at step {}; checkpoint written", rank_,
+                 stop_signal(), step_);
+    } else {
+      save(dir_ / "final.safetensors");
+    }
+    const Evaluation e = evaluated_last ? last_eval_ : log_eval(start);
+    progress_.finish(fmt::format("rank {}: done: {} steps, test accuracy {:.2f}%, loss {:.4f}",
+                                 rank_, step_, 100 * e.accuracy, e.loss));
+    metrics_.flush();
+    result.rank = rank_;
+    result.world_size = config_.world.size;
+    result.steps = step_;
+    result.epochs = static_cast<double>(step_) / steps_per_epoch_;
+    result.test_accuracy = e.accuracy;
+    result.test_loss = e.loss;
+    result.wall_time_s = seconds_since(start);
+    return result;
+  }
+
+ private:
+  double epoch() const { return static_cast<double>(step_) / steps_per_epoch_; }
+
+  void log_step(double loss, double lr, double rate, Clock::time_point start) {
+    const double elapsed = seconds_since(start);
+    metrics_.write({{"kind", "step"}, {"rank", rank_}, {"step", step_}, {"epoch", epoch()},
+                    {"time_s", elapsed}, {"loss", loss}, {"lr", lr}, {"samples_per_s", rate},
+                    {"bytes_sent", 0}, {"bytes_received", 0}, {"compute_s", compute_s_},
+                    {"comm_s", 0.0}, {"wait_s", 0.0}});
+    const double eta = (total_steps_ - step_) * elapsed / std::max<std::int64_t>(1, step_ - first_step_);
+    progress_.update(fmt::format("rank {} epoch {:.2f}/{} step {}/{} loss {:.4f} {:.0f} samples/s ETA {}",
+                                 rank_, epoch(), config_.train.epochs, step_, total_steps_, loss,
+                                 rate, format_eta(eta)));
+  }
+
+  Evaluation log_eval(Clock::time_point start) {
+    last_eval_ = evaluate(*model_, test_, config_.eval.batch_size);
+    metrics_.write({{"kind", "eval"}, {"rank", rank_}, {"step", step_}, {"epoch", epoch()},
+                    {"time_s", seconds_since(start)}, {"test_loss", last_eval_.loss},
+                    {"test_accuracy", last_eval_.accuracy}});
+    if (!options_.interactive) {
+      log().info("rank {}: step {} epoch {:.2f}: test accuracy {:.2f}%, loss {:.4f}", rank_,
+                 step_, epoch(), 100 * last_eval_.accuracy, last_eval_.loss);
+    }
+    return last_eval_;
+  }
+
+  std::vector<FlatState> flat_state() {
+    std::vector<FlatState> flat;
+    for (auto& [name, data] : optimizer_->state()) flat.push_back({"optimizer." + name, data});
+    return flat;
+  }
+
+  void save(const std::filesystem::path& file) {
+    ResumeState s;
+    s.step = step_;
+    s.loader = loader_.state();
+    s.rng = rng_.state();
+    s.extra["murmur.optimizer.steps"] = std::to_string(optimizer_->steps());
+    auto flat = flat_state();
+    save_checkpoint(file, model_->params(), model_->buffers(), flat, s, config_json_);
+  }
+
+  // Loads the newest checkpoint that passes every check; a bad one is logged and skipped.
+  void resume() {
+    for (const auto& file : list_checkpoints(dir_)) {
+      try {
+        auto flat = flat_state();
+        ResumeState s = load_checkpoint(file, model_->params(), model_->buffers(), flat);
+        step_ = first_step_ = s.step;
+        loader_.restore(s.loader);
+        rng_.set_state(s.rng);
+        auto it = s.extra.find("murmur.optimizer.steps");
+        optimizer_->set_steps(it == s.extra.end() ? s.step : std::stoll(it->second));
+        log().info("rank {}: resumed from {} at step {}", rank_, file.string(), step_);
+        return;
+      } catch (const CheckpointError& e) {
+        log().warn("rank {}: skipping unusable checkpoint: {}", rank_, e.what());
+      }
+    }
+  }
+
+  const ExperimentConfig& config_;
+  const PeerOptions& options_;
+  int rank_;
+  std::filesystem::path dir_;
+  nn::Dataset train_;
+  nn::Dataset test_;
+  nn::BatchLoader loader_;
+  Rng rng_;
+  MetricsSink metrics_;
+  ProgressLine progress_;
+  std::unique_ptr<nn::Model> model_;
+  std::unique_ptr<optimizers::LocalOptimizer> optimizer_;
+  std::unique_ptr<optimizers::LrSchedule> schedule_;
+  std::vector<float> x_;
+  std::vector<std::int32_t> y_;
+  std::string config_json_;
+  std::int64_t steps_per_epoch_ = 1;
+  std::int64_t total_steps_ = 0;
+  std::int64_t step_ = 0;
+  std::int64_t first_step_ = 0;
+  double compute_s_ = 0;
+  Evaluation last_eval_;
+};
+
+}  // namespace
+
+PeerResult run_peer(const ExperimentConfig& config, const PeerOptions& options) {
+  validate(config);
+  if (config.world.size > 1 || config.algorithm.name != "none") {
+    throw ConfigError(fmt::format(
+        "world.size {} with algorithm.name {}: this build trains one peer only "
+        "(set world.size: 1 and algorithm.name: none)",
+        config.world.size, config.algorithm.name));
+  }
+  install_stop_handlers();
+  nn::cpu::set_compute_threads(default_threads(config.run, options.local_peers));
+  std::filesystem::create_directories(options.out / fmt::format("rank{}", std::max(0, config.world.rank)));
+  Trainer trainer(config, options);
+  return trainer.run();
+}
+
+}  // namespace murmur::runtime

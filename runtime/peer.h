@@ -1,0 +1,38 @@
+// The Peer: one process of a murmur run. It resolves its config, loads its shard of the data,
+// builds the model and the local optimizer, and runs the training loop: local steps, metrics as
+// JSON Lines, evaluation every K steps (or each epoch), periodic checkpoints, resume from the
+// latest good checkpoint, and a clean stop on SIGINT/SIGTERM after writing one.
+// Not thread-safe: one Peer per process.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+
+#include "core/config.h"
+
+namespace murmur::runtime {
+
+struct PeerOptions {
+  std::filesystem::path out;  // the run directory; this peer writes under out/rank<r>/
+  bool interactive = false;   // redraw one progress line (a terminal) instead of log lines
+  int local_peers = 1;        // peers sharing this machine's cores (threads default to a share)
+};
+
+struct PeerResult {
+  int rank = 0;
+  int world_size = 1;
+  std::int64_t steps = 0;
+  double epochs = 0;
+  double test_accuracy = 0;
+  double test_loss = 0;
+  std::uint64_t bytes_sent = 0;
+  std::uint64_t bytes_received = 0;
+  double wall_time_s = 0;
+  bool stopped_early = false;  // SIGINT/SIGTERM: a checkpoint was written, training not finished
+};
+
+// Trains as the config says and returns this peer's final figures. Throws murmur::Error (config,
+// data, checkpoint, transport) with a message naming what and where.
+PeerResult run_peer(const ExperimentConfig& config, const PeerOptions& options);
+
+}  // namespace murmur::runtime

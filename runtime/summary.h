@@ -1,0 +1,22 @@
+// summary.json: the one file a person or a script reads first after a run.
+// {"world_size": N, "peers": [{"rank", "test_accuracy", "test_loss", "bytes_sent", "steps"}...],
+//  "wall_time_s": t, "config": {...}} (multi-peer runs add the average model and consensus).
+#pragma once
+
+#include <filesystem>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "core/config.h"
+#include "runtime/peer.h"
+
+namespace murmur::runtime {
+
+nlohmann::json peer_json(const PeerResult& r);
+nlohmann::json make_summary(const ExperimentConfig& config, const std::vector<PeerResult>& peers,
+                            double wall_time_s);
+// Writes `summary` to dir/summary.json atomically.
+void write_summary(const std::filesystem::path& dir, const nlohmann::json& summary);
+
+}  // namespace murmur::runtime

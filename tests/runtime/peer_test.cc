@@ -1,0 +1,118 @@
+// The single-peer training loop on the synthetic data set: it learns, it is bit-for-bit
+// deterministic in the seed, and it resumes from its checkpoints.
+#include <catch2/catch.hpp>
+
+#include <fstream>
+#include <iterator>
+
+#include <nlohmann/json.hpp>
+
+#include "core/config.h"
+#include "runtime/peer.h"
+#include "tests/runtime/test_util.h"
+
+using murmur::testing::TempDir;
+
+namespace {
+
+murmur::ExperimentConfig synthetic_config() {
+  murmur::ExperimentConfig c;
+  c.run.threads = 1;
+  c.run.log_every = 10;
+  c.data.name = "synthetic";
+  c.data.synthetic.train_size = 2048;
+  c.data.synthetic.test_size = 512;
+  c.model.hidden = {32};
+  c.train.epochs = 3;
+  c.train.batch_size = 32;
+  c.checkpoint.every_steps = 50;
+  return c;
+}
+
+std::string read_all(const std::filesystem::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  return {std::istreambuf_iterator<char>(in), {}};
+}
+
+std::vector<nlohmann::json> read_jsonl(const std::filesystem::path& p) {
+  std::vector<nlohmann::json> lines;
+  std::ifstream in(p);
+  for (std::string line; std::getline(in, line);) lines.push_back(nlohmann::json::parse(line));
+  return lines;
+}
+
+}  // namespace
+
+TEST_CASE("a single peer learns the synthetic task and writes its outputs", "[runtime]") {
+  TempDir dir;
+  murmur::runtime::PeerOptions options;
+  options.out = dir.path();
+  const auto result = murmur::runtime::run_peer(synthetic_config(), options);
+  CHECK(result.steps == 3 * 64);
+  CHECK(result.test_accuracy > 0.9);
+  CHECK(std::filesystem::exists(dir.path() / "rank0" / "final.safetensors"));
+  auto lines = read_jsonl(dir.path() / "rank0" / "metrics.jsonl");
+  int evals = 0;
+  for (const auto& l : lines) {
+    REQUIRE(l.contains("step"));
+    REQUIRE(l.contains("epoch"));
+    REQUIRE(l.contains("time_s"));
+    if (l["kind"] == "eval") {
+      ++evals;
+      CHECK(l.contains("test_accuracy"));
+    } else {
+      CHECK(l.contains("loss"));
+      CHECK(l.contains("lr"));
+    }
+  }
+  CHECK(evals == 3);  // one per epoch
+  // Periodic checkpoints are pruned to `keep` = 2.
+  int periodic = 0;
+  for (const auto& e : std::filesystem::directory_iterator(dir.path() / "rank0")) {
+    periodic += e.path().filename().string().rfind("ckpt-", 0) == 0;
+  }
+  CHECK(periodic == 2);
+}
+
+TEST_CASE("the same seed gives the same run bit for bit", "[runtime]") {
+  TempDir a, b, c;
+  murmur::runtime::PeerOptions options;
+  auto config = synthetic_config();
+  config.train.epochs = 1;
+  options.out = a.path();
+  murmur::runtime::run_peer(config, options);
+  options.out = b.path();
+  murmur::runtime::run_peer(config, options);
+  CHECK(read_all(a.path() / "rank0/final.safetensors") == read_all(b.path() / "rank0/final.safetensors"));
+  config.run.seed = 1;
+  options.out = c.path();
+  murmur::runtime::run_peer(config, options);
+  CHECK(read_all(a.path() / "rank0/final.safetensors") != read_all(c.path() / "rank0/final.safetensors"));
+}
+
+TEST_CASE("a stopped run resumes from its checkpoint to the same final model", "[runtime]") {
+  TempDir full, split;
+  murmur::runtime::PeerOptions options;
+  auto config = synthetic_config();
+  config.train.epochs = 2;
+  options.out = full.path();
+  murmur::runtime::run_peer(config, options);
+
+  // The same run cut at step 50 (max_steps truncates the run; the schedule is the same only
+  // when total steps match, so cut with a checkpoint and then resume with the full length).
+  options.out = split.path();
+  auto first = config;
+  first.checkpoint.every_steps = 50;
+  {
+    // Run to completion, then delete the final checkpoint and keep the one at step 100:
+    // resuming must redo steps 101..128 and land on the same bits.
+    murmur::runtime::run_peer(first, options);
+    std::filesystem::remove(split.path() / "rank0/final.safetensors");
+    std::filesystem::remove(split.path() / "rank0/metrics.jsonl");
+  }
+  const auto resumed = murmur::runtime::run_peer(first, options);
+  CHECK(resumed.steps == 128);
+  CHECK(read_all(full.path() / "rank0/final.safetensors").size() > 0);
+  // Model tensors are identical; the metadata (config text) is the same too.
+  CHECK(read_all(full.path() / "rank0/final.safetensors") == read_all(split.path() / "rank0/final.safetensors"));
+}

@@ -1,0 +1,99 @@
+// murmur-peer: one peer of a run. Rank and world come from flags, the config, or the launcher's
+// and schedulers' environment. With no --config it runs the embedded default (the struct
+// defaults of core/config.h: the MLP on Fashion-MNIST).
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+
+#include "core/config.h"
+#include "core/error.h"
+#include "core/files.h"
+#include "core/logging.h"
+#include "core/progress.h"
+#include "runtime/evaluate.h"
+#include "runtime/peer.h"
+#include "runtime/stop_signal.h"
+#include "runtime/summary.h"
+
+namespace {
+
+int env_int(const char* name, int fallback) {
+  const char* v = std::getenv(name);
+  return (v != nullptr && *v != '\0') ? std::atoi(v) : fallback;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"murmur-peer: one peer of a decentralized training run"};
+  std::string config_file;
+  std::vector<std::string> overrides;
+  std::string out;
+  int rank = -1;
+  int world = -1;
+  std::string log_level = "info";
+  std::string eval_checkpoint;
+  app.add_option("-c,--config", config_file, "YAML config (default: the embedded default)");
+  app.add_option("--set", overrides, "override a config key: --set train.epochs=3")
+      ->allow_extra_args(false);
+  app.add_option("-o,--out", out, "run directory (default: run.out, else runs/<run.name>)");
+  app.add_option("--rank", rank, "this peer's rank (default: config, MURMUR_RANK, SLURM_PROCID)");
+  app.add_option("--world-size", world, "number of peers");
+  app.add_option("--log-level", log_level, "trace, debug, info, warn, error");
+  app.add_option("--eval-checkpoint", eval_checkpoint,
+                 "evaluate this checkpoint on the config's test set, then exit");
+  CLI11_PARSE(app, argc, argv);
+
+  const auto start = std::chrono::steady_clock::now();
+  try {
+    murmur::ExperimentConfig config =
+        config_file.empty() ? murmur::ExperimentConfig{} : murmur::load_config(config_file);
+    for (const auto& o : overrides) murmur::apply_override(config, o);
+    if (world > 0) config.world.size = world;
+    if (rank >= 0) config.world.rank = rank;
+    if (config.world.rank < 0) {
+      config.world.rank = env_int("MURMUR_RANK", env_int("SLURM_PROCID", env_int("OMPI_COMM_WORLD_RANK", 0)));
+    }
+    murmur::validate(config);
+    murmur::init_logging(fmt::format("peer {}", config.world.rank), log_level);
+    if (!eval_checkpoint.empty()) {
+      const auto e = murmur::runtime::evaluate_checkpoint(config, eval_checkpoint);
+      std::printf("%s: test accuracy %.2f%%, loss %.4f (%lld samples)\n", eval_checkpoint.c_str(),
+                  100 * e.accuracy, e.loss, static_cast<long long>(e.count));
+      return 0;
+    }
+
+    murmur::runtime::PeerOptions options;
+    options.out = !out.empty() ? out : !config.run.out.empty() ? config.run.out : "runs/" + config.run.name;
+    options.interactive = murmur::stderr_is_terminal();
+    options.local_peers = env_int("MURMUR_LOCAL_SIZE", 1);
+    std::filesystem::create_directories(options.out);
+    if (config.world.rank == 0) {
+      const std::string yaml = murmur::to_yaml(config);
+      murmur::atomic_write_file(options.out / "config.yaml",
+                                std::as_bytes(std::span(yaml.data(), yaml.size())));
+    }
+
+    murmur::runtime::PeerResult result = murmur::runtime::run_peer(config, options);
+    const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    if (config.world.size == 1) {
+      murmur::runtime::write_summary(options.out, murmur::runtime::make_summary(config, {result}, wall));
+      std::fprintf(stderr, "murmur-peer: results in %s (summary.json, rank0/metrics.jsonl, rank0/final.safetensors)\n",
+                   options.out.c_str());
+    }
+    if (result.stopped_early) return 128 + murmur::runtime::stop_signal();
+    return 0;
+  } catch (const murmur::Error& e) {
+    std::fprintf(stderr, "murmur-peer: error: %s\n", e.what());
+    return 1;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "murmur-peer: unexpected error: %s\n", e.what());
+    return 1;
+  }
+}
