@@ -36,6 +36,8 @@ void AdamW::step(std::span<float> params, std::span<const float> grads, float lr
     p[i] *= decay;
     m[i] = b1 * m[i] + one_b1 * g[i];
     v[i] = b2 * v[i] + one_b2 * g[i] * g[i];
+    // Vectorizes (vsqrtps) only under -fno-math-errno: GCC keeps a scalar call for errno
+    // otherwise, and its optimize("no-math-errno") attribute does not help (GCC 12).
     const float denom = std::sqrt(v[i]) * inv_bias2_sqrt + eps;
     p[i] -= step_size * m[i] / denom;
   }
