@@ -1,0 +1,159 @@
+#include "tests/transport/backends.h"
+
+#include <signal.h>
+#include <stdlib.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <thread>
+
+#include <fmt/format.h>
+
+#include "transport/factory.h"
+#include "transport/inproc/transport.h"
+
+namespace murmur::transport::testing {
+
+namespace {
+constexpr int kDiedCode = 77;
+struct Died {};  // thrown by die() on an inproc rank, caught by its thread
+}  // namespace
+
+std::vector<std::string> built_backends() {
+  std::vector<std::string> out{"inproc", "tcp"};
+  // The ucx/ofi suites add theirs here, e.g. #ifdef MURMUR_WITH_UCX out.push_back("ucx");
+  return out;
+}
+
+void check_failed(const char* expr, const char* file, int line) {
+  throw std::runtime_error(fmt::format("{}:{}: check failed: {}", file, line, expr));
+}
+
+void RankContext::die() {
+  if (backend_ != "inproc") ::_exit(kDiedCode);
+  // Leave the world first: peers must not copy from buffers that unwinding is about to free.
+  if (on_die_) on_die_();
+  throw Died{};
+}
+
+TransportConfig loopback_config(const std::string& backend, const std::string& rendezvous_dir) {
+  TransportConfig c;
+  c.backend = backend;
+  c.host = "127.0.0.1";
+  c.port = 0;
+  c.rendezvous_dir = rendezvous_dir;
+  c.connect_timeout_ms = 20000;
+  c.recv_timeout_ms = 20000;
+  c.secret_env = "MURMUR_TEST_SECRET_UNSET";
+  return c;
+}
+
+std::string failures(const std::vector<RankResult>& results) {
+  std::string out;
+  for (std::size_t r = 0; r < results.size(); ++r) {
+    if (!results[r].ok) out += fmt::format("rank {}: {}\n", r, results[r].message);
+  }
+  return out;
+}
+
+static std::vector<RankResult> run_threads(int size, const std::function<void(RankContext&)>& body) {
+  auto transports = inproc::make_world(size);
+  std::vector<RankResult> results(size);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < size; ++r) {
+    threads.emplace_back([&, r] {
+      try {
+        RankContext ctx(*transports[r], "inproc", [&, r] { transports[r].reset(); });
+        body(ctx);
+        results[r].ok = true;
+      } catch (const Died&) {
+        results[r].died = true;
+        results[r].message = "died";
+      } catch (const std::exception& e) {
+        results[r].message = e.what();
+      }
+      transports[r].reset();  // a finished or dead rank leaves the world
+    });
+  }
+  for (auto& t : threads) t.join();
+  return results;
+}
+
+static std::vector<RankResult> run_processes(const std::string& backend, int size,
+                                             const std::function<void(RankContext&)>& body,
+                                             const RunOptions& options) {
+  char dir_template[] = "/tmp/murmur-transport-XXXXXX";
+  std::string dir = ::mkdtemp(dir_template);
+  std::vector<pid_t> pids(size, -1);
+  std::vector<int> pipes(size, -1);
+  std::fflush(nullptr);  // or the children inherit unflushed output and print it again
+  for (int r = 0; r < size; ++r) {
+    int fds[2];
+    if (::pipe(fds) != 0) throw std::runtime_error("pipe failed");
+    pid_t pid = ::fork();
+    if (pid == 0) {
+      ::close(fds[0]);
+      int code = 1;
+      std::string message;
+      try {
+        TransportConfig config = loopback_config(backend, dir);
+        if (options.configure) options.configure(config, r);
+        auto transport = make_transport(config, r, size);
+        RankContext ctx(*transport, backend);
+        body(ctx);
+        code = 0;
+      } catch (const std::exception& e) {
+        message = e.what();
+      }
+      if (!message.empty()) (void)!::write(fds[1], message.data(), message.size());
+      ::_exit(code);  // never back into the test framework
+    }
+    ::close(fds[1]);
+    pids[r] = pid;
+    pipes[r] = fds[0];
+  }
+  std::vector<RankResult> results(size);
+  auto deadline = std::chrono::steady_clock::now() + options.timeout;
+  int running = size;
+  while (running > 0) {
+    for (int r = 0; r < size; ++r) {
+      if (pids[r] < 0) continue;
+      int status = 0;
+      if (::waitpid(pids[r], &status, WNOHANG) != pids[r]) continue;
+      pids[r] = -1;
+      --running;
+      int code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+      results[r].ok = code == 0;
+      results[r].died = code == kDiedCode;
+      char buf[4096];
+      ssize_t n = ::read(pipes[r], buf, sizeof buf);
+      results[r].message = n > 0 ? std::string(buf, n) : fmt::format("exit code {}", code);
+    }
+    if (running > 0 && std::chrono::steady_clock::now() > deadline) {
+      for (int r = 0; r < size; ++r) {
+        if (pids[r] < 0) continue;
+        ::kill(pids[r], SIGKILL);
+        ::waitpid(pids[r], nullptr, 0);
+        pids[r] = -1;
+        results[r].message = "timed out (killed)";
+      }
+      running = 0;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  for (int fd : pipes) ::close(fd);
+  std::error_code ec;
+  std::filesystem::remove_all(dir, ec);
+  return results;
+}
+
+std::vector<RankResult> run_ranks(const std::string& backend, int size,
+                                  const std::function<void(RankContext&)>& body,
+                                  const RunOptions& options) {
+  if (backend == "inproc") return run_threads(size, body);
+  return run_processes(backend, size, body, options);
+}
+
+}  // namespace murmur::transport::testing

@@ -1,0 +1,67 @@
+// The harness of the transport contract suite: which backends this build runs it on, and a runner
+// that executes one lambda on N ranks, as threads of this process (inproc) or as forked processes
+// on 127.0.0.1 with a fresh rendezvous directory (every other backend). A rank reports failure by
+// throwing; MURMUR_CHECK throws with file and line. Every run is bounded by RunOptions::timeout.
+// The ucx/ofi suites join by adding their names to built_backends() in backends.cc.
+#pragma once
+
+#include <chrono>
+#include <functional>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "core/config.h"
+#include "transport/transport.h"
+
+namespace murmur::transport::testing {
+
+// "inproc", "tcp", then whatever else this build has.
+std::vector<std::string> built_backends();
+
+class RankContext {
+ public:
+  RankContext(Transport& transport, std::string backend, std::function<void()> on_die = {})
+      : transport_(transport), backend_(std::move(backend)), on_die_(std::move(on_die)) {}
+  Transport& transport() { return transport_; }
+  int rank() const { return transport_.rank(); }
+  int size() const { return transport_.world_size(); }
+  const std::string& backend() const { return backend_; }
+  // Ends this rank the way a crash would: a process _exits without closing anything; an inproc
+  // rank's transport is destroyed under its peers. Does not return.
+  [[noreturn]] void die();
+
+ private:
+  Transport& transport_;
+  std::string backend_;
+  std::function<void()> on_die_;  // inproc: leaves the world before the stack unwinds
+};
+
+struct RunOptions {
+  std::chrono::milliseconds timeout{60000};  // the whole run; stragglers are killed
+  // Adjusts a rank's config (secrets, timeouts) before its transport is made.
+  std::function<void(TransportConfig&, int rank)> configure;
+};
+
+struct RankResult {
+  bool ok = false;    // the body returned
+  bool died = false;  // the body called die()
+  std::string message;  // what it threw, or "timed out"
+};
+
+std::vector<RankResult> run_ranks(const std::string& backend, int size,
+                                  const std::function<void(RankContext&)>& body,
+                                  const RunOptions& options = {});
+
+// "" if every rank returned normally, else one line per rank that did not.
+std::string failures(const std::vector<RankResult>& results);
+
+// The config the harness gives each process rank (loopback, port 0, short timeouts).
+TransportConfig loopback_config(const std::string& backend, const std::string& rendezvous_dir);
+
+[[noreturn]] void check_failed(const char* expr, const char* file, int line);
+
+}  // namespace murmur::transport::testing
+
+#define MURMUR_CHECK(cond) \
+  ((cond) ? (void)0 : ::murmur::transport::testing::check_failed(#cond, __FILE__, __LINE__))

@@ -1,0 +1,59 @@
+#include "transport/factory.h"
+
+#include "core/error.h"
+#include "transport/rendezvous.h"
+#include "transport/tcp/bootstrap.h"
+#include "transport/tcp/transport.h"
+#ifdef MURMUR_WITH_UCX
+#include "transport/ucx/make.h"
+#endif
+#ifdef MURMUR_WITH_OFI
+#include "transport/ofi/make.h"
+#endif
+
+namespace murmur::transport {
+
+std::unique_ptr<Transport> make_transport(const TransportConfig& config, int rank, int world_size) {
+  const std::string& b = config.backend;
+  if (b == "tcp") {
+    return std::make_unique<tcp::Transport>(config, rank, world_size,
+                                            make_rendezvous(config, world_size));
+  }
+  if (b == "inproc") {
+    throw ConfigError("transport.backend: inproc ranks are threads of one process; make them "
+                      "with inproc::make_world(size)");
+  }
+#ifdef MURMUR_WITH_UCX
+  if (b == "ucx") {
+    TcpBootstrap bootstrap(config, rank, world_size);
+    return ucx::make_transport(config, rank, world_size, bootstrap);
+  }
+#endif
+#ifdef MURMUR_WITH_OFI
+  if (b == "ofi") {
+    TcpBootstrap bootstrap(config, rank, world_size);
+    return ofi::make_transport(config, rank, world_size, bootstrap);
+  }
+#endif
+  throw ConfigError("transport.backend: " + b + ": not built into this binary (built: tcp" +
+#ifdef MURMUR_WITH_UCX
+                    std::string(", ucx") +
+#endif
+#ifdef MURMUR_WITH_OFI
+                    std::string(", ofi") +
+#endif
+                    ")");
+}
+
+std::vector<std::string> process_backends() {
+  std::vector<std::string> out{"tcp"};
+#ifdef MURMUR_WITH_UCX
+  out.push_back("ucx");
+#endif
+#ifdef MURMUR_WITH_OFI
+  out.push_back("ofi");
+#endif
+  return out;
+}
+
+}  // namespace murmur::transport

@@ -1,0 +1,120 @@
+#include "transport/rendezvous.h"
+
+#include <unistd.h>
+
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+#include <fmt/format.h>
+
+#include "core/error.h"
+
+namespace murmur::transport {
+
+std::string Rendezvous::lookup(int rank, Deadline deadline) {
+  // Polling keeps the directory source free of inotify and works on network file systems.
+  auto pause = std::chrono::milliseconds(1);
+  for (;;) {
+    if (auto a = try_lookup(rank)) return *a;
+    if (Clock::now() >= deadline) {
+      throw PeerLost(fmt::format("rendezvous: no address for rank {} in {} before the deadline",
+                                 rank, describe()));
+    }
+    std::this_thread::sleep_for(pause);
+    pause = std::min(pause * 2, std::chrono::milliseconds(50));
+  }
+}
+
+StaticRendezvous::StaticRendezvous(std::vector<std::string> addresses)
+    : addresses_(std::move(addresses)) {}
+
+std::vector<std::string> StaticRendezvous::read_hostfile(const std::filesystem::path& file) {
+  std::ifstream in(file);
+  if (!in) throw ConfigError(fmt::format("{}: transport.hostfile: cannot be read", file.string()));
+  std::vector<std::string> out;
+  std::string line;
+  while (std::getline(in, line)) {
+    if (auto hash = line.find('#'); hash != std::string::npos) line.resize(hash);
+    std::istringstream words(line);
+    std::string word;
+    if (words >> word) out.push_back(word);
+  }
+  return out;
+}
+
+std::optional<std::string> StaticRendezvous::try_lookup(int rank) {
+  if (rank < 0 || rank >= static_cast<int>(addresses_.size())) return std::nullopt;
+  return addresses_[rank];
+}
+
+DirectoryRendezvous::DirectoryRendezvous(std::filesystem::path dir, std::string prefix)
+    : dir_(std::move(dir)), prefix_(std::move(prefix)) {
+  std::error_code ec;
+  std::filesystem::create_directories(dir_, ec);
+  if (ec) throw IoError(fmt::format("rendezvous: cannot create {}: {}", dir_.string(), ec.message()));
+}
+
+std::filesystem::path DirectoryRendezvous::file_of(int rank) const {
+  return dir_ / fmt::format("{}rank-{}.addr", prefix_, rank);
+}
+
+void DirectoryRendezvous::publish(int rank, const std::string& address) {
+  // temp + rename: readers never see a half-written address.
+  auto final_path = file_of(rank);
+  auto tmp = final_path;
+  tmp += fmt::format(".tmp.{}", ::getpid());
+  {
+    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+    out << address;
+    if (!out.flush()) throw IoError("rendezvous: cannot write " + tmp.string());
+  }
+  std::error_code ec;
+  std::filesystem::rename(tmp, final_path, ec);
+  if (ec) throw IoError(fmt::format("rendezvous: rename to {}: {}", final_path.string(), ec.message()));
+}
+
+std::optional<std::string> DirectoryRendezvous::try_lookup(int rank) {
+  std::ifstream in(file_of(rank), std::ios::binary);
+  if (!in) return std::nullopt;
+  std::ostringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+void MemoryRendezvous::publish(int rank, const std::string& address) {
+  std::lock_guard lock(mu_);
+  addresses_[rank] = address;
+}
+
+std::optional<std::string> MemoryRendezvous::try_lookup(int rank) {
+  std::lock_guard lock(mu_);
+  auto it = addresses_.find(rank);
+  if (it == addresses_.end()) return std::nullopt;
+  return it->second;
+}
+
+std::shared_ptr<Rendezvous> make_rendezvous(const TransportConfig& config, int world_size,
+                                            const std::string& prefix) {
+  std::vector<std::string> list = config.peers;
+  const char* key = "transport.peers";
+  if (list.empty() && !config.hostfile.empty()) {
+    list = StaticRendezvous::read_hostfile(config.hostfile);
+    key = "transport.hostfile";
+  }
+  if (!list.empty()) {
+    if (static_cast<int>(list.size()) != world_size) {
+      throw ConfigError(fmt::format("{}: {} addresses for a world of {} ranks", key, list.size(),
+                                    world_size));
+    }
+    return std::make_shared<StaticRendezvous>(std::move(list));
+  }
+  if (!config.rendezvous_dir.empty()) {
+    return std::make_shared<DirectoryRendezvous>(config.rendezvous_dir, prefix);
+  }
+  throw ConfigError(
+      "transport: no way to find peers: set transport.peers, transport.hostfile or "
+      "transport.rendezvous_dir");
+}
+
+}  // namespace murmur::transport

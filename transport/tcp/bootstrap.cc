@@ -1,0 +1,66 @@
+#include "transport/tcp/bootstrap.h"
+
+#include <cstring>
+
+#include <fmt/format.h>
+
+#include "core/error.h"
+#include "transport/frame.h"
+
+namespace murmur::transport {
+
+namespace {
+constexpr std::uint64_t kMaxBlob = std::uint64_t{64} << 20;
+}  // namespace
+
+TcpBootstrap::TcpBootstrap(const TransportConfig& config, int rank, int world_size)
+    : TcpBootstrap(config, rank, world_size, make_rendezvous(config, world_size, "bootstrap-")) {}
+
+TcpBootstrap::TcpBootstrap(const TransportConfig& config, int rank, int world_size,
+                           std::shared_ptr<Rendezvous> rendezvous)
+    : transport_(config, rank, world_size, std::move(rendezvous)) {}
+
+std::vector<std::vector<std::byte>> TcpBootstrap::exchange(std::span<const int> peers,
+                                                           std::span<const std::byte> mine,
+                                                           Deadline deadline) {
+  // Two messages per peer: the 8-byte length, then the blob, so no side guesses a size.
+  const Tag size_tag = round_ * 2, blob_tag = round_ * 2 + 1;
+  ++round_;
+  auto wait_for = [&](Request& r, int peer, const char* what) {
+    if (!transport_.wait(r, deadline)) {
+      throw PeerLost(fmt::format("bootstrap: rank {}: rank {} did not send its {} before the "
+                                 "deadline", rank(), peer, what));
+    }
+  };
+  std::array<std::byte, 8> my_size;
+  store_le<std::uint64_t>(my_size.data(), mine.size());
+  Region size_out(my_size);
+  // const_cast: a send only reads, but Region holds a mutable span for recv's sake.
+  Region blob_out({const_cast<std::byte*>(mine.data()), mine.size()});
+  std::vector<std::array<std::byte, 8>> sizes(peers.size());
+  std::vector<std::unique_ptr<Region>> size_in;
+  std::vector<Request> sends, size_recvs;
+  for (std::size_t i = 0; i < peers.size(); ++i) {
+    size_in.push_back(std::make_unique<Region>(sizes[i]));
+    size_recvs.push_back(transport_.recv(peers[i], size_tag, *size_in.back(), {0, 8}));
+    sends.push_back(transport_.send(peers[i], size_tag, size_out, {0, 8}));
+    sends.push_back(transport_.send(peers[i], blob_tag, blob_out, {0, mine.size()}));
+  }
+  std::vector<std::vector<std::byte>> blobs(peers.size());
+  for (std::size_t i = 0; i < peers.size(); ++i) {
+    wait_for(size_recvs[i], peers[i], "blob size");
+    auto n = load_le<std::uint64_t>(sizes[i].data());
+    if (n > kMaxBlob) {
+      throw ProtocolError(fmt::format("bootstrap: rank {}: rank {} announced a blob of {} bytes",
+                                      rank(), peers[i], n));
+    }
+    blobs[i].resize(n);
+    Region in(blobs[i]);
+    Request r = transport_.recv(peers[i], blob_tag, in, {0, n});
+    wait_for(r, peers[i], "blob");
+  }
+  for (std::size_t i = 0; i < sends.size(); ++i) wait_for(sends[i], peers[i / 2], "acknowledgement");
+  return blobs;
+}
+
+}  // namespace murmur::transport

@@ -1,0 +1,193 @@
+// The data path of the tcp backend: one reader and at most one writer coroutine per connection,
+// and a watchdog for stalled transfers and connections that never come.
+#include <cstring>
+
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include "core/error.h"
+#include "transport/tcp/context.h"
+
+namespace murmur::transport::tcp {
+
+asio::awaitable<void> Context::write_loop(Peer& p) {
+  p.writing = true;
+  auto socket = p.socket;  // keeps the socket alive across a failure that resets p.socket
+  const std::size_t chunk = static_cast<std::size_t>(config_.chunk_bytes);
+  while (!p.sends.empty() && !p.error) {
+    std::shared_ptr<SendOp> op = p.sends.front();
+    std::size_t offset = 0;
+    p.last_progress = Clock::now();  // the stall clock starts with this message
+    try {
+      do {
+        std::size_t length = std::min(chunk, op->size - offset);
+        FrameHeader h{FrameKind::kData, op->tag, length, offset, op->size, 0};
+        h.crc = payload_crc(header_crc(h), {op->data + offset, length});
+        FrameBytes header = encode(h);
+        // Scatter-gather: the header and the caller's bytes go out in one write, uncopied.
+        std::array<asio::const_buffer, 2> buffers{asio::buffer(header),
+                                                  asio::buffer(op->data + offset, length)};
+        co_await asio::async_write(*socket, buffers, asio::use_awaitable);
+        p.last_progress = Clock::now();
+        sent_ += length;
+        offset += length;
+      } while (offset < op->size);
+    } catch (const boost::system::system_error& e) {
+      if (!p.error) {
+        fail(p, std::make_exception_ptr(PeerLost(fmt::format(
+                    "{}: lost {} while sending {} bytes (tag {}): {}", self(), p.describe(),
+                    op->size, op->tag, e.code().message()))));
+      }
+      if (!p.sends.empty()) p.sends.pop_front();
+      complete(*op, p.error);
+      break;
+    }
+    p.sends.pop_front();
+    complete(*op);
+  }
+  p.writing = false;
+  if (p.error) {
+    for (auto& op : p.sends) complete(*op, p.error);
+    p.sends.clear();
+  }
+}
+
+std::byte* Context::place(Peer& p, const FrameHeader& h) {
+  auto& in = p.incoming;
+  if (h.offset == 0) {
+    if (in.active) {
+      throw ProtocolError(fmt::format("{}: frame from {}: new message (tag {}) before the last "
+                                      "one (tag {}) ended", self(), p.describe(), h.tag, in.tag));
+    }
+    in = {};
+    in.active = true;
+    in.tag = h.tag;
+    in.total = h.total;
+    auto posted = p.recvs.find(h.tag);
+    if (posted != p.recvs.end() && !posted->second.empty()) {
+      auto op = posted->second.front();
+      posted->second.pop_front();
+      if (posted->second.empty()) p.recvs.erase(posted);
+      if (h.total > op->capacity) {
+        complete(*op, std::make_exception_ptr(ProtocolError(fmt::format(
+                          "{}: message of {} bytes from {} (tag {}) exceeds the recv range of {}",
+                          self(), h.total, p.describe(), h.tag, op->capacity))));
+      } else {
+        in.recv = std::move(op);
+      }
+    } else {
+      p.unexpected.push_back(std::make_unique<Unexpected>());
+      in.unexpected = p.unexpected.back().get();
+      in.unexpected->tag = h.tag;
+      in.unexpected->total = h.total;
+    }
+  } else if (!in.active || in.tag != h.tag || in.received != h.offset || in.total != h.total) {
+    throw ProtocolError(fmt::format("{}: frame from {}: tag {} offset {} does not continue the "
+                                    "message being received", self(), p.describe(), h.tag, h.offset));
+  }
+  if (in.recv) return in.recv->data + h.offset;
+  if (in.unexpected) {
+    // Grows by at most one frame (<= max_frame_bytes, checked in decode) per frame received.
+    in.unexpected->data.resize(h.offset + h.length);
+    return in.unexpected->data.data() + h.offset;
+  }
+  discard_.resize(std::max(discard_.size(), static_cast<std::size_t>(h.length)));
+  return discard_.data();
+}
+
+void Context::deliver(Peer& p, const FrameHeader& h) {
+  auto& in = p.incoming;
+  in.received += h.length;
+  if (Unexpected* u = in.unexpected; u && u->claimed) {
+    // A recv was posted while this message arrived: it gets what came so far, and the rest of
+    // the frames land in it directly.
+    auto op = std::move(u->claimed);
+    in.unexpected = nullptr;
+    if (u->total > op->capacity) {
+      complete(*op, std::make_exception_ptr(ProtocolError(fmt::format(
+                        "{}: message of {} bytes from {} (tag {}) exceeds the recv range of {}",
+                        self(), u->total, p.describe(), u->tag, op->capacity))));
+    } else {
+      std::memcpy(op->data, u->data.data(), u->data.size());
+      in.recv = std::move(op);
+    }
+    std::erase_if(p.unexpected, [u](auto& x) { return x.get() == u; });
+  }
+  if (in.received < in.total) return;
+  if (in.recv) {
+    in.recv->bytes = in.total;
+    complete(*in.recv);
+  } else if (in.unexpected) {
+    in.unexpected->complete = true;
+  }
+  in = {};
+}
+
+asio::awaitable<void> Context::read_loop(Peer& p) {
+  ++open_reads_;
+  auto socket = p.socket;
+  const auto max_frame = static_cast<std::uint64_t>(config_.max_frame_bytes);
+  FrameBytes header;
+  try {
+    for (;;) {
+      co_await asio::async_read(*socket, asio::buffer(header), asio::use_awaitable);
+      p.mid_frame = true;
+      p.last_progress = Clock::now();
+      FrameHeader h = decode(header, max_frame, p.describe());
+      std::byte* into = place(p, h);
+      if (h.length > 0) {
+        co_await asio::async_read(*socket, asio::buffer(into, h.length), asio::use_awaitable);
+      }
+      p.mid_frame = false;
+      p.last_progress = Clock::now();
+      if (payload_crc(header_crc(h), {into, h.length}) != h.crc) {
+        throw ProtocolError(fmt::format("{}: frame from {} (tag {}, offset {}, {} bytes): CRC32C "
+                                        "mismatch", self(), p.describe(), h.tag, h.offset, h.length));
+      }
+      received_ += h.length;
+      deliver(p, h);
+    }
+  } catch (const boost::system::system_error& e) {
+    if (!p.error && !closing_) {
+      bool eof = e.code() == asio::error::eof;
+      fail(p, std::make_exception_ptr(PeerLost(fmt::format(
+                  "{}: {} {}{}", self(), p.describe(),
+                  eof ? "closed the connection" : "connection failed: " + e.code().message(),
+                  p.incoming.active ? fmt::format(" while sending a message of {} bytes (tag {})",
+                                                  p.incoming.total, p.incoming.tag)
+                                    : ""))));
+    }
+  } catch (const TransportError& e) {
+    spdlog::warn("{}", e.what());
+    fail(p, std::current_exception());
+  }
+  --open_reads_;
+}
+
+asio::awaitable<void> Context::watchdog() {
+  asio::steady_timer timer(io_);
+  const auto stall = std::chrono::milliseconds(config_.recv_timeout_ms);
+  for (;;) {
+    timer.expires_after(std::chrono::milliseconds(20));
+    co_await timer.async_wait(asio::use_awaitable);
+    auto now = Clock::now();
+    for (auto& slot : peers_) {
+      if (!slot) continue;
+      Peer& p = *slot;
+      if (p.state == Peer::State::kConnecting && now >= p.connect_deadline) {
+        fail(p, std::make_exception_ptr(PeerLost(fmt::format(
+                    "{}: no connection with {} within transport.connect_timeout_ms = {} ({})",
+                    self(), p.describe(), config_.connect_timeout_ms,
+                    rank_ < p.rank ? "dialing it" : "awaiting its dial"))));
+      } else if (p.state == Peer::State::kReady && (p.mid_frame || p.writing) &&
+                 now - p.last_progress > stall) {
+        fail(p, std::make_exception_ptr(PeerLost(fmt::format(
+                    "{}: {} stalled for transport.recv_timeout_ms = {} while {}", self(),
+                    p.describe(), config_.recv_timeout_ms,
+                    p.mid_frame ? "receiving a frame" : "sending"))));
+      }
+    }
+  }
+}
+
+}  // namespace murmur::transport::tcp

@@ -1,0 +1,281 @@
+// Construction, teardown, the user-thread API and matching of tcp::Transport.
+#include "transport/tcp/transport.h"
+
+#include <cstring>
+#include <future>
+
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include "core/error.h"
+#include "transport/secret.h"
+#include "transport/tcp/context.h"
+
+namespace murmur::transport::tcp {
+
+std::string Peer::describe() const {
+  return address.empty() ? fmt::format("rank {}", rank) : fmt::format("rank {} ({})", rank, address);
+}
+
+namespace {
+
+asio::ip::tcp::endpoint parse_endpoint(const std::string& address, const std::string& what) {
+  auto colon = address.rfind(':');
+  boost::system::error_code ec;
+  auto ip = asio::ip::make_address(address.substr(0, colon), ec);
+  if (colon == std::string::npos || ec) {
+    throw ConfigError(fmt::format("{}: \"{}\" is not an IP:port", what, address));
+  }
+  return {ip, static_cast<unsigned short>(std::stoi(address.substr(colon + 1)))};
+}
+
+}  // namespace
+
+Context::Context(const TransportConfig& config, int rank, int world_size,
+                 std::shared_ptr<Rendezvous> rendezvous)
+    : config_(config),
+      rank_(rank),
+      world_size_(world_size),
+      secret_(load_secret(config)),
+      rendezvous_(std::move(rendezvous)),
+      acceptor_(io_) {
+  if (rank < 0 || rank >= world_size) {
+    throw ConfigError(fmt::format("tcp: rank {} outside a world of {}", rank, world_size));
+  }
+  std::string listen = rendezvous_->fixed_address(rank).value_or(
+      fmt::format("{}:{}", config.host, config.port));
+  auto endpoint = parse_endpoint(listen, "transport.host/port");
+  boost::system::error_code ec;
+  acceptor_.open(endpoint.protocol(), ec);
+  if (!ec) acceptor_.set_option(asio::socket_base::reuse_address(true), ec);
+  if (!ec) acceptor_.bind(endpoint, ec);
+  if (!ec) acceptor_.listen(asio::socket_base::max_listen_connections, ec);
+  if (ec) throw TransportError(fmt::format("tcp: rank {}: cannot listen on {}: {}", rank, listen, ec.message()));
+  auto bound = acceptor_.local_endpoint();
+  address_ = fmt::format("{}:{}", bound.address().to_string(), bound.port());
+  peers_.resize(world_size);
+  rendezvous_->publish(rank, address_);
+  asio::co_spawn(io_, accept_loop(), asio::detached);
+  asio::co_spawn(io_, watchdog(), asio::detached);
+  thread_ = std::thread([this] { io_.run(); });
+}
+
+Context::~Context() {
+  // Half-close every connection and keep reading until the peers close theirs too (or a short
+  // linger passes): closing with unread bytes would send RST and lose what we last wrote.
+  asio::post(io_, [this] {
+    closing_ = true;
+    for (auto& p : peers_) {
+      if (p && p->socket && p->state == Peer::State::kReady) {
+        boost::system::error_code ec;
+        p->socket->shutdown(Socket::shutdown_send, ec);
+      }
+    }
+  });
+  auto linger = Clock::now() + std::chrono::milliseconds(250);
+  while (open_reads_.load() > 0 && Clock::now() < linger) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  io_.stop();
+  thread_.join();
+  for (auto& p : peers_) {
+    if (p && p->socket) {
+      boost::system::error_code ec;
+      p->socket->close(ec);
+    }
+  }
+}
+
+std::string Context::self() const { return fmt::format("tcp: rank {} ({})", rank_, address_); }
+
+Peer& Context::peer(int rank) {
+  auto& p = peers_.at(rank);
+  if (!p) {
+    p = std::make_unique<Peer>();
+    p->rank = rank;
+  }
+  return *p;
+}
+
+Request Context::post_send(int peer_rank, Tag tag, const std::byte* data, std::size_t size) {
+  auto op = std::make_shared<SendOp>();
+  op->peer = peer_rank;
+  op->tag = tag;
+  op->data = data;
+  op->size = size;
+  op->bytes = size;
+  asio::post(io_, [this, op] { start_send(op); });
+  return Request(op);
+}
+
+Request Context::post_recv(int peer_rank, Tag tag, std::byte* data, std::size_t capacity) {
+  auto op = std::make_shared<RecvOp>();
+  op->peer = peer_rank;
+  op->tag = tag;
+  op->data = data;
+  op->capacity = capacity;
+  asio::post(io_, [this, op] { start_recv(op); });
+  return Request(op);
+}
+
+void Context::complete(RequestState& op, std::exception_ptr error) {
+  op.error = std::move(error);
+  {
+    std::lock_guard lock(mu_);
+    op.done.store(true);
+  }
+  cv_.notify_all();
+}
+
+bool Context::wait(RequestState& op, Deadline deadline) {
+  std::unique_lock lock(mu_);
+  return cv_.wait_until(lock, deadline, [&] { return op.done.load(); });
+}
+
+void Context::fail(Peer& p, std::exception_ptr error) {
+  if (!p.error) p.error = error;
+  p.state = Peer::State::kFailed;
+  if (p.socket) {
+    boost::system::error_code ec;
+    p.socket->close(ec);
+  }
+  for (auto& [tag, queue] : p.recvs) {
+    for (auto& op : queue) complete(*op, p.error);
+  }
+  p.recvs.clear();
+  if (p.incoming.recv) complete(*p.incoming.recv, p.error);
+  for (auto& u : p.unexpected) {
+    if (u->claimed) complete(*u->claimed, p.error);
+    u->claimed = nullptr;
+  }
+  p.incoming = {};
+  // A write in flight completes its own op when the write fails; fail the rest now.
+  std::size_t keep = p.writing && !p.sends.empty() ? 1 : 0;
+  while (p.sends.size() > keep) {
+    complete(*p.sends.back(), p.error);
+    p.sends.pop_back();
+  }
+}
+
+void Context::start_send(const std::shared_ptr<SendOp>& op) {
+  Peer& p = peer(op->peer);
+  if (p.error) return complete(*op, p.error);
+  p.sends.push_back(op);
+  if (p.state == Peer::State::kIdle) connect(p);
+  if (p.state == Peer::State::kReady && !p.writing) asio::co_spawn(io_, write_loop(p), asio::detached);
+}
+
+void Context::start_recv(const std::shared_ptr<RecvOp>& op) {
+  Peer& p = peer(op->peer);
+  // Messages already (or partly) here are matched first, in arrival order, even from a peer
+  // that has since closed.
+  for (auto it = p.unexpected.begin(); it != p.unexpected.end(); ++it) {
+    Unexpected& u = **it;
+    if (u.tag != op->tag || u.claimed) continue;
+    if (!u.complete) {
+      u.claimed = op;  // deliver() hands over at the end of the frame being read
+      return;
+    }
+    if (u.total > op->capacity) {
+      complete(*op, std::make_exception_ptr(ProtocolError(fmt::format(
+                        "{}: message of {} bytes from {} (tag {}) exceeds the recv range of {}",
+                        self(), u.total, p.describe(), u.tag, op->capacity))));
+    } else {
+      if (!u.data.empty()) std::memcpy(op->data, u.data.data(), u.data.size());
+      op->bytes = u.total;
+      complete(*op);
+    }
+    p.unexpected.erase(it);
+    return;
+  }
+  if (p.error) return complete(*op, p.error);
+  p.recvs[op->tag].push_back(op);
+  if (p.state == Peer::State::kIdle) connect(p);
+}
+
+void Context::cancel(const std::shared_ptr<RequestState>& state) {
+  std::promise<void> done;
+  asio::post(io_, [&] {
+    if (state->done) return done.set_value();
+    Peer& p = peer(state->peer);
+    auto queued = p.recvs.find(state->tag);
+    if (queued != p.recvs.end()) {
+      std::erase_if(queued->second, [&](auto& op) { return op.get() == state.get(); });
+    }
+    for (auto& u : p.unexpected) {
+      if (u->claimed.get() == state.get()) u->claimed = nullptr;
+    }
+    bool writing_it = p.writing && !p.sends.empty() && p.sends.front().get() == state.get();
+    if (!writing_it) std::erase_if(p.sends, [&](auto& op) { return op.get() == state.get(); });
+    if (writing_it || p.incoming.recv.get() == state.get()) {
+      fail(p, std::make_exception_ptr(PeerLost(fmt::format(
+                  "{}: connection to {} closed: a transfer in progress was cancelled", self(),
+                  p.describe()))));
+    }
+    if (!state->done) {
+      complete(*state, std::make_exception_ptr(TransportError(self() + ": request cancelled")));
+    }
+    done.set_value();
+  });
+  done.get_future().wait();
+}
+
+// --- tcp::Transport: argument checks, then the Context ---
+
+Transport::Transport(const TransportConfig& config, int rank, int world_size,
+                     std::shared_ptr<Rendezvous> rendezvous)
+    : context_(std::make_unique<Context>(config, rank, world_size, std::move(rendezvous))) {}
+Transport::~Transport() = default;
+
+std::string Transport::local_address() const { return context_->address_; }
+int Transport::rank() const { return context_->rank_; }
+int Transport::world_size() const { return context_->world_size_; }
+
+std::unique_ptr<Region> Transport::register_region(std::span<std::byte> bytes) {
+  return std::make_unique<Region>(bytes);
+}
+
+namespace {
+void check_call(const Context& c, const char* call, int peer, std::span<std::byte> bytes,
+                ByteRange range) {
+  if (peer < 0 || peer >= c.world_size_ || peer == c.rank_) {
+    throw TransportError(fmt::format("{}: {} to rank {}: not another rank of a world of {}",
+                                     c.self(), call, peer, c.world_size_));
+  }
+  if (range.offset > bytes.size() || range.size > bytes.size() - range.offset) {
+    throw TransportError(fmt::format("{}: {} to rank {}: range [{}, +{}) outside a region of {}",
+                                     c.self(), call, peer, range.offset, range.size, bytes.size()));
+  }
+}
+}  // namespace
+
+Request Transport::send(int peer, Tag tag, const Region& from, ByteRange range) {
+  check_call(*context_, "send", peer, from.bytes(), range);
+  return context_->post_send(peer, tag, from.bytes().data() + range.offset, range.size);
+}
+
+Request Transport::recv(int peer, Tag tag, Region& into, ByteRange range) {
+  check_call(*context_, "recv", peer, into.bytes(), range);
+  return context_->post_recv(peer, tag, into.bytes().data() + range.offset, range.size);
+}
+
+bool Transport::test(Request& request) {
+  RequestState* s = request.state();
+  if (!s->done.load()) return false;
+  if (s->error) std::rethrow_exception(s->error);
+  return true;
+}
+
+bool Transport::wait(Request& request, Deadline deadline) {
+  if (!context_->wait(*request.state(), deadline)) return false;
+  return test(request);
+}
+
+void Transport::cancel(Request& request) {
+  if (request.valid()) context_->cancel(request.shared());
+}
+
+std::uint64_t Transport::bytes_sent() const { return context_->sent_.load(); }
+std::uint64_t Transport::bytes_received() const { return context_->received_.load(); }
+
+}  // namespace murmur::transport::tcp

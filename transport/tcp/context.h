@@ -1,0 +1,129 @@
+// Internal to the tcp backend: the state behind tcp::Transport. One I/O thread runs io_ and owns
+// every Peer (sockets, queues, matching); the user's thread only posts operations to it and waits
+// on completion flags. Coroutines (Asio awaitables) read and write each connection.
+// Lock order: mu_ is a leaf; it guards only the completion wake-up (RequestState::done).
+#pragma once
+
+#include <utility>  // Boost 1.74's awaitable.hpp uses std::exchange without including <utility>
+
+#include <boost/asio.hpp>
+
+#include <atomic>
+#include <condition_variable>
+#include <deque>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "core/config.h"
+#include "transport/frame.h"
+#include "transport/rendezvous.h"
+#include "transport/transport.h"
+
+namespace murmur::transport::tcp {
+
+namespace asio = boost::asio;
+using Socket = asio::ip::tcp::socket;
+
+struct SendOp : RequestState {
+  const std::byte* data = nullptr;
+  std::size_t size = 0;
+};
+struct RecvOp : RequestState {
+  std::byte* data = nullptr;
+  std::size_t capacity = 0;
+};
+
+// A message that arrived (or is arriving) before its recv was posted.
+struct Unexpected {
+  Tag tag = 0;
+  std::uint64_t total = 0;
+  std::vector<std::byte> data;  // grows frame by frame, each growth bounded by max_frame_bytes
+  bool complete = false;
+  // A recv posted while this message was still arriving: it takes over at the next frame end
+  // (the frame being read may still be landing in `data`).
+  std::shared_ptr<RecvOp> claimed;
+};
+
+// One remote rank. Touched only on the I/O thread.
+struct Peer {
+  enum class State { kIdle, kConnecting, kReady, kFailed };
+  int rank = -1;
+  std::string address;  // "host:port" once known
+  State state = State::kIdle;
+  std::shared_ptr<Socket> socket;
+  std::deque<std::shared_ptr<SendOp>> sends;  // FIFO; the front is being written while writing
+  bool writing = false;
+  std::map<Tag, std::deque<std::shared_ptr<RecvOp>>> recvs;  // posted, in order, per tag
+  std::deque<std::unique_ptr<Unexpected>> unexpected;        // in arrival order
+  // Frames of one message are contiguous on the stream, so one message arrives at a time.
+  struct Incoming {
+    bool active = false;
+    Tag tag = 0;
+    std::uint64_t total = 0;
+    std::uint64_t received = 0;
+    std::shared_ptr<RecvOp> recv;       // the posted recv being filled, or
+    Unexpected* unexpected = nullptr;   // the buffer being filled, or neither: discarded
+  } incoming;
+  std::exception_ptr error;  // once set, every pending and later op fails with it
+  Deadline connect_deadline{};
+  Clock::time_point last_progress{};
+  bool mid_frame = false;
+  bool reading = false;
+
+  std::string describe() const;  // "rank 3 (127.0.0.1:4000)"
+};
+
+class Context {
+ public:
+  Context(const TransportConfig& config, int rank, int world_size,
+          std::shared_ptr<Rendezvous> rendezvous);
+  ~Context();
+
+  // --- user thread ---
+  Request post_send(int peer, Tag tag, const std::byte* data, std::size_t size);
+  Request post_recv(int peer, Tag tag, std::byte* data, std::size_t capacity);
+  bool wait(RequestState& op, Deadline deadline);
+  void cancel(const std::shared_ptr<RequestState>& op);
+
+  // --- I/O thread ---
+  Peer& peer(int rank);
+  void start_send(const std::shared_ptr<SendOp>& op);
+  void start_recv(const std::shared_ptr<RecvOp>& op);
+  void complete(RequestState& op, std::exception_ptr error = nullptr);
+  void fail(Peer& p, std::exception_ptr error);
+  void connect(Peer& p);                     // connect.cc: dial or await the accept
+  void on_connected(Peer& p, std::shared_ptr<Socket> socket);
+  asio::awaitable<void> accept_loop();       // connect.cc
+  asio::awaitable<void> accept_one(std::shared_ptr<Socket> socket);
+  asio::awaitable<void> dial(Peer& p);
+  asio::awaitable<void> read_loop(Peer& p);  // connection.cc
+  asio::awaitable<void> write_loop(Peer& p);
+  asio::awaitable<void> watchdog();
+  std::byte* place(Peer& p, const FrameHeader& h);
+  void deliver(Peer& p, const FrameHeader& h);
+  std::string self() const;  // "tcp: rank 0 (127.0.0.1:4000)"
+
+  // Declared in creation order; io_ outlives everything that posts to it.
+  TransportConfig config_;
+  int rank_;
+  int world_size_;
+  std::string secret_;
+  std::shared_ptr<Rendezvous> rendezvous_;
+  asio::io_context io_;
+  asio::ip::tcp::acceptor acceptor_;
+  std::string address_;
+  std::vector<std::unique_ptr<Peer>> peers_;
+  std::vector<std::byte> discard_;  // payloads of messages nobody will receive
+  bool closing_ = false;
+  std::atomic<int> open_reads_{0};
+  std::atomic<std::uint64_t> sent_{0};
+  std::atomic<std::uint64_t> received_{0};
+  std::mutex mu_;  // guards the done-flag wake-up only (leaf lock)
+  std::condition_variable cv_;
+  std::thread thread_;
+};
+
+}  // namespace murmur::transport::tcp
