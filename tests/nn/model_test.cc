@@ -1,5 +1,6 @@
 // Model: PyTorch state_dict names and shapes, deterministic init, whole-model gradients
 // against finite differences, training lowers the loss, evaluate agrees with train_batch.
+#include <atomic>
 #include <cmath>
 #include <cstring>
 #include <vector>
@@ -7,6 +8,7 @@
 #include <catch2/catch.hpp>
 
 #include "core/error.h"
+#include "nn/cpu/threads.h"
 #include "nn/model.h"
 
 using namespace murmur;
@@ -182,4 +184,48 @@ TEST_CASE("Dropout makes training steps random but evaluation deterministic", "[
   REQUIRE(a != c);
   REQUIRE(model->evaluate(x.data(), labels.data(), n).loss_sum ==
           model->evaluate(x.data(), labels.data(), n).loss_sum);
+}
+
+TEST_CASE("Steady training reuses its buffers; thread counts agree", "[model][threads]") {
+  ModelConfig config = mlp({48, 24});
+  Rng init_a(5), init_b(5);
+  auto a = Model::create(config, Shape3{1, 6, 6}, 5, init_a);
+  auto b = Model::create(config, Shape3{1, 6, 6}, 5, init_b);
+  const int n = 32;
+  auto x = random_images(n, 36, 4);
+  std::vector<std::int32_t> labels(n);
+  for (int i = 0; i < n; ++i) labels[i] = i % 5;
+  Rng ra(1), rb(1);
+  nn::cpu::set_compute_threads(1);
+  a->train_batch(x.data(), labels.data(), n, ra);
+  const float* out = a->net().forward(x.data(), n, StepContext{}).data;
+  for (int s = 0; s < 3; ++s) a->train_batch(x.data(), labels.data(), n, ra);
+  // Same or smaller batches land in the same memory: no allocation per step.
+  REQUIRE(a->net().forward(x.data(), n, StepContext{}).data == out);
+  REQUIRE(a->net().forward(x.data(), n / 2, StepContext{}).data == out);
+
+  nn::cpu::set_compute_threads(2);
+  REQUIRE(nn::cpu::compute_threads() == 2);
+  for (int s = 0; s < 4; ++s) b->train_batch(x.data(), labels.data(), n, rb);
+  nn::cpu::set_compute_threads(1);
+  auto ga = a->grads().flat(), gb = b->grads().flat();
+  for (std::size_t i = 0; i < ga.size(); ++i) REQUIRE(gb[i] == Approx(ga[i]).margin(1e-6));
+}
+
+TEST_CASE("parallel_for covers the range once, in chunks", "[threads]") {
+  for (int threads : {1, 2, 3}) {
+    nn::cpu::set_compute_threads(threads);
+    for (std::int64_t n : {0, 1, 7, 1000}) {
+      std::vector<int> hits(static_cast<std::size_t>(n), 0);
+      std::atomic<int> calls{0};
+      nn::cpu::parallel_for(n, 4, [&](std::int64_t begin, std::int64_t end) {
+        ++calls;
+        for (std::int64_t i = begin; i < end; ++i) ++hits[static_cast<std::size_t>(i)];
+      });
+      for (int h : hits) REQUIRE(h == 1);
+      REQUIRE(calls.load() <= threads);
+      if (n >= 1000) REQUIRE(calls.load() == threads);
+    }
+  }
+  nn::cpu::set_compute_threads(1);
 }
