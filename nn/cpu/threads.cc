@@ -30,6 +30,8 @@ class Pool {
   int workers() const { return static_cast<int>(threads_.size()); }
 
   void run(int chunks, std::int64_t n, const std::function<void(std::int64_t, std::int64_t)>& fn) {
+    // Peers simulated as threads of one process share the pool: one loop at a time.
+    std::lock_guard caller(run_mu_);
     {
       std::lock_guard lock(mu_);
       fn_ = &fn;
@@ -67,7 +69,8 @@ class Pool {
     }
   }
 
-  std::mutex mu_;  // guards every member below it
+  std::mutex run_mu_;  // held by the caller of run() for the whole loop; taken before mu_
+  std::mutex mu_;      // guards every member below it
   std::condition_variable wake_, done_;
   const std::function<void(std::int64_t, std::int64_t)>* fn_ = nullptr;
   std::int64_t n_ = 0;

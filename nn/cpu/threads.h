@@ -15,6 +15,7 @@ int compute_threads();
 // Runs fn(begin, end) over [0, n) split into at most compute_threads() contiguous chunks of at
 // least `grain` items, on a persistent pool; returns when all chunks are done. fn must not throw
 // and must not call parallel_for itself. With one thread, or n <= grain, it runs inline.
+// Safe to call from several threads (their loops take turns on the pool).
 void parallel_for(std::int64_t n, std::int64_t grain,
                   const std::function<void(std::int64_t, std::int64_t)>& fn);
 
