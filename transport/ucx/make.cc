@@ -1,11 +1,24 @@
 #include "transport/ucx/make.h"
 
-#include "core/error.h"
+#include <vector>
+
+#include "transport/ucx/transport.h"
 
 namespace murmur::transport::ucx {
 
-std::unique_ptr<Transport> make_transport(const TransportConfig&, int, int, Bootstrap&) {
-  throw TransportError("ucx: not built yet");
+std::unique_ptr<transport::Transport> make_transport(const TransportConfig& config, int rank,
+                                                     int world_size, Bootstrap& bootstrap) {
+  std::vector<int> peers;
+  for (int r = 0; r < world_size; ++r) {
+    if (r != rank) peers.push_back(r);
+  }
+  return std::make_unique<Transport>(config, rank, world_size, bootstrap, peers);
+}
+
+std::unique_ptr<transport::Transport> make_transport(const TransportConfig& config, int rank,
+                                                     int world_size, Bootstrap& bootstrap,
+                                                     std::span<const int> peers) {
+  return std::make_unique<Transport>(config, rank, world_size, bootstrap, peers);
 }
 
 }  // namespace murmur::transport::ucx

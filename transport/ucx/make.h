@@ -4,6 +4,7 @@
 #pragma once
 
 #include <memory>
+#include <span>
 
 #include "core/config.h"
 #include "transport/bootstrap.h"
@@ -11,9 +12,15 @@
 
 namespace murmur::transport::ucx {
 
-// Builds a connected ucx transport for `rank` of `world_size`. Throws TransportError if the
-// library cannot be initialised, PeerLost if a peer does not answer the exchange in time.
+// Builds a ucx transport for `rank` of `world_size`, connected to every other rank (worker
+// addresses are swapped with all of them). Throws TransportError if UCX cannot be initialised,
+// PeerLost if a peer does not answer the exchange or the wire-up in config.connect_timeout_ms.
 std::unique_ptr<Transport> make_transport(const TransportConfig& config, int rank, int world_size,
                                           Bootstrap& bootstrap);
+// The same, connected only to `peers` (ascending, without `rank`): addresses are swapped with
+// those ranks alone, as ARCHITECTURE.md asks for sparse topologies. Every rank in `peers` must
+// name this rank in its own list.
+std::unique_ptr<Transport> make_transport(const TransportConfig& config, int rank, int world_size,
+                                          Bootstrap& bootstrap, std::span<const int> peers);
 
 }  // namespace murmur::transport::ucx

@@ -1,0 +1,264 @@
+// Data movement of the UCX backend: tagged send/recv, put + flush, and the progress loop that
+// turns UCX completions (callbacks on the driving thread) into finished Requests.
+#include "transport/ucx/transport.h"
+
+#include <fmt/format.h>
+
+#include "core/error.h"
+#include "transport/ucx/region.h"
+
+namespace murmur::transport::ucx {
+namespace {
+
+constexpr ucp_tag_t kFullMask = ~ucp_tag_t{0};
+
+ucp_mem_h memh_of(const transport::Region& region) {
+  auto* r = dynamic_cast<const Region*>(&region);
+  return r != nullptr ? r->memh() : nullptr;
+}
+
+bool is_connection_loss(ucs_status_t s) {
+  return s == UCS_ERR_CONNECTION_RESET || s == UCS_ERR_ENDPOINT_TIMEOUT ||
+         s == UCS_ERR_UNREACHABLE || s == UCS_ERR_REJECTED || s == UCS_ERR_TIMED_OUT ||
+         s == UCS_ERR_IO_ERROR;
+}
+
+const char* kind_name(int kind) {
+  static const char* names[] = {"send", "recv", "put"};
+  return names[kind];
+}
+
+}  // namespace
+
+ucp_tag_t Transport::wire_tag(int source, Tag tag) const {
+  if (tag > max_tag_) {
+    throw TransportError(fmt::format("ucx: tag {:#x} exceeds the {:#x} a world of {} can carry", tag,
+                                     max_tag_, world_size_));
+  }
+  return (static_cast<ucp_tag_t>(source) << rank_shift_) | tag;
+}
+
+void Transport::check_range(const transport::Region& region, ByteRange range,
+                            const char* what) const {
+  if (range.offset > region.bytes().size() || range.size > region.bytes().size() - range.offset) {
+    throw TransportError(fmt::format("ucx: {}: range [{}, +{}) is outside a region of {} bytes",
+                                     what, range.offset, range.size, region.bytes().size()));
+  }
+}
+
+Request Transport::send(int peer, Tag tag, const transport::Region& from, ByteRange range) {
+  Peer& p = peer_for(peer, "send");
+  check_range(from, range, "send");
+  if (range.size > max_frame_) {
+    throw ProtocolError(fmt::format("ucx: send to rank {}: {} bytes exceed max_frame_bytes {}",
+                                    peer, range.size, max_frame_));
+  }
+  auto op = std::make_shared<Op>();
+  op->kind = Kind::kSend;
+  op->peer = peer;
+  op->tag = tag;
+  op->bytes = range.size;
+  ucp_request_param_t param{};
+  param.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
+  param.cb.send = &Transport::on_send;
+  param.user_data = op.get();
+  if (ucp_mem_h memh = memh_of(from)) {
+    param.op_attr_mask |= UCP_OP_ATTR_FIELD_MEMH;
+    param.memh = memh;
+  }
+  ucs_status_ptr_t req = ucp_tag_send_nbx(p.ep, from.bytes().data() + range.offset, range.size,
+                                          wire_tag(rank_, tag), &param);
+  return track(std::move(op), req, 0);
+}
+
+Request Transport::recv(int peer, Tag tag, transport::Region& into, ByteRange range) {
+  peer_for(peer, "recv");
+  check_range(into, range, "recv");
+  auto op = std::make_shared<Op>();
+  op->kind = Kind::kRecv;
+  op->peer = peer;
+  op->tag = tag;
+  // Posting at most max_frame bytes makes UCX refuse a longer message (truncation) before it
+  // lands anywhere but this buffer.
+  op->capacity = std::min(range.size, max_frame_);
+  ucp_request_param_t param{};
+  // No immediate completion: UCX 1.13 leaves RECV_INFO's length at 0 when a message already
+  // waiting completes the recv in place, so the callback is the one place lengths come from.
+  param.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA |
+                       UCP_OP_ATTR_FLAG_NO_IMM_CMPL;
+  param.cb.recv = &Transport::on_recv;
+  param.user_data = op.get();
+  if (ucp_mem_h memh = memh_of(into)) {
+    param.op_attr_mask |= UCP_OP_ATTR_FIELD_MEMH;
+    param.memh = memh;
+  }
+  ucs_status_ptr_t req = ucp_tag_recv_nbx(worker_.get(), into.bytes().data() + range.offset,
+                                          op->capacity, wire_tag(peer, tag), kFullMask, &param);
+  return track(std::move(op), req, 0);
+}
+
+Request Transport::put(int peer, const transport::Region& from, ByteRange range,
+                       std::span<const std::byte> remote_key, std::size_t remote_offset) {
+  Peer& p = peer_for(peer, "put");
+  check_range(from, range, "put");
+  RemoteKeyView key = parse_remote_key(remote_key);
+  if (remote_offset > key.size || range.size > key.size - remote_offset) {
+    throw TransportError(fmt::format("ucx: put to rank {}: [{}, +{}) is outside its region of {} bytes",
+                                     peer, remote_offset, range.size, key.size));
+  }
+  ucp_rkey_h rkey = remote_key_for(p, key.packed);
+  auto op = std::make_shared<Op>();
+  op->kind = Kind::kPut;
+  op->peer = peer;
+  op->bytes = range.size;
+  ucp_request_param_t param{};
+  param.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
+  param.cb.send = &Transport::on_send;
+  param.user_data = op.get();
+  ucp_request_param_t put_param = param;
+  if (ucp_mem_h memh = memh_of(from)) {
+    put_param.op_attr_mask |= UCP_OP_ATTR_FIELD_MEMH;
+    put_param.memh = memh;
+  }
+  ucs_status_ptr_t put_req = ucp_put_nbx(p.ep, from.bytes().data() + range.offset, range.size,
+                                         key.address + remote_offset, rkey, &put_param);
+  if (UCS_PTR_IS_ERR(put_req)) return track(std::move(op), put_req, 0);
+  if (put_req != nullptr) {
+    op->ucp[0] = put_req;
+    ++op->outstanding;
+  }
+  // Completion of the put alone only frees the local buffer; the flush makes it remote-visible.
+  ucs_status_ptr_t flush_req = ucp_ep_flush_nbx(p.ep, &param);
+  return track(std::move(op), flush_req, 1);
+}
+
+Request Transport::track(std::shared_ptr<Op> op, ucs_status_ptr_t result, int slot) {
+  op->owner = this;
+  if (UCS_PTR_IS_ERR(result)) {
+    op->status = UCS_PTR_STATUS(result);
+  } else if (result != nullptr) {
+    op->ucp[slot] = result;
+    ++op->outstanding;
+  }
+  if (op->outstanding == 0) {
+    finish(*op);
+  } else {
+    inflight_.emplace(op.get(), op);
+  }
+  return Request(std::move(op));
+}
+
+void Transport::on_send(void* request, ucs_status_t status, void* user_data) {
+  auto* op = static_cast<Op*>(user_data);
+  if (status != UCS_OK && op->status == UCS_OK) op->status = status;
+  if (--op->outstanding == 0) op->owner->completed_.push_back(op);
+}
+
+void Transport::on_recv(void* request, ucs_status_t status, const ucp_tag_recv_info_t* info,
+                        void* user_data) {
+  auto* op = static_cast<Op*>(user_data);
+  if (status != UCS_OK && op->status == UCS_OK) op->status = status;
+  if (status == UCS_OK && info != nullptr) op->bytes = info->length;
+  if (--op->outstanding == 0) op->owner->completed_.push_back(op);
+}
+
+void Transport::finish(Op& op) {
+  for (void*& req : op.ucp) {
+    if (req != nullptr) ucp_request_free(req);
+    req = nullptr;
+  }
+  const char* what = kind_name(static_cast<int>(op.kind));
+  const ucs_status_t s = op.status;
+  Peer* peer = (op.peer >= 0 && op.peer < world_size_) ? peers_[op.peer].get() : nullptr;
+  if (s == UCS_OK) {
+    (op.kind == Kind::kRecv ? bytes_received_ : bytes_sent_) += op.bytes;
+  } else if (op.cancelled) {
+    op.error = std::make_exception_ptr(TransportError(
+        fmt::format("ucx: {} rank {} tag {:#x}: cancelled", what, op.peer, op.tag)));
+  } else if (peer != nullptr && peer->lost) {
+    op.error = peer->lost;
+  } else if (s == UCS_ERR_MESSAGE_TRUNCATED) {
+    op.error = std::make_exception_ptr(ProtocolError(fmt::format(
+        "ucx: recv from rank {} tag {:#x}: message longer than the {} bytes accepted "
+        "(range or max_frame_bytes {})", op.peer, op.tag, op.capacity, max_frame_)));
+  } else if (is_connection_loss(s) || s == UCS_ERR_CANCELED) {
+    op.error = std::make_exception_ptr(PeerLost(fmt::format(
+        "ucx: {} rank {} tag {:#x}: peer lost: {}", what, op.peer, op.tag, ucs_status_string(s))));
+  } else {
+    op.error = std::make_exception_ptr(TransportError(fmt::format(
+        "ucx: {} rank {} tag {:#x}: {}", what, op.peer, op.tag, ucs_status_string(s))));
+  }
+  op.done.store(true, std::memory_order_release);
+}
+
+void Transport::progress() {
+  while (ucp_worker_progress(worker_.get()) != 0) {
+  }
+  sweep();
+}
+
+void Transport::sweep() {
+  // A failed endpoint: its sends fail inside UCX, but receives wait on the worker, so cancel
+  // the ones from that rank; then close the endpoint by force (err_cb may not close it).
+  while (!failed_.empty()) {
+    Peer* peer = failed_.back();
+    failed_.pop_back();
+    peer->lost = std::make_exception_ptr(PeerLost(fmt::format(
+        "ucx: rank {} lost: {}", peer->rank, ucs_status_string(peer->failure))));
+    for (auto& [op, state] : inflight_) {
+      if (op->kind == Kind::kRecv && op->peer == peer->rank && op->ucp[0] != nullptr) {
+        ucp_request_cancel(worker_.get(), op->ucp[0]);
+      }
+    }
+    std::erase_if(rkeys_, [&](const auto& entry) { return entry.first.first == peer->rank; });
+    if (peer->ep != nullptr) {
+      ucp_request_param_t param{};
+      param.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
+      param.flags = UCP_EP_CLOSE_FLAG_FORCE;
+      ucs_status_ptr_t req = ucp_ep_close_nbx(peer->ep, &param);
+      if (req != nullptr && !UCS_PTR_IS_ERR(req)) ucp_request_free(req);
+      peer->ep = nullptr;
+    }
+    while (ucp_worker_progress(worker_.get()) != 0) {
+    }
+  }
+  for (Op* op : completed_) {
+    finish(*op);
+    inflight_.erase(op);  // may drop the last reference: finish first
+  }
+  completed_.clear();
+}
+
+bool Transport::test(Request& request) {
+  auto* op = static_cast<Op*>(request.state());
+  if (op == nullptr) throw TransportError("ucx: test on an empty Request");
+  if (!op->done.load(std::memory_order_acquire) && worker_) progress();
+  if (!op->done.load(std::memory_order_acquire)) return false;
+  if (op->error) std::rethrow_exception(op->error);
+  return true;
+}
+
+bool Transport::wait(Request& request, Deadline deadline) {
+  for (;;) {
+    if (test(request)) return true;
+    if (Clock::now() >= deadline) return false;
+  }
+}
+
+void Transport::cancel(Request& request) {
+  auto* op = static_cast<Op*>(request.state());
+  if (op == nullptr || op->done) return;
+  op->cancelled = true;
+  if (op->kind == Kind::kRecv) {
+    ucp_request_cancel(worker_.get(), op->ucp[0]);
+  } else if (Peer* peer = peers_[op->peer].get(); peer != nullptr && peer->ep != nullptr) {
+    // UCX cannot withdraw a send or put that has started; closing the endpoint by force is the
+    // only way to make it release the buffer. The peer is unusable afterwards.
+    peer->failure = UCS_ERR_CANCELED;
+    failed_.push_back(peer);
+  }
+  const Deadline deadline = deadline_after(std::chrono::milliseconds(connect_timeout_ms_));
+  while (!op->done && Clock::now() < deadline) progress();
+}
+
+}  // namespace murmur::transport::ucx

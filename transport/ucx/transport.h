@@ -1,0 +1,120 @@
+// The UCX (UCP) backend: one context (TAG | RMA) and one worker in single-thread mode, endpoints
+// to a fixed set of peers whose worker addresses are swapped through a Bootstrap when the
+// Transport is built (the set is all other ranks unless the caller names fewer). Tagged messages
+// use ucp_tag_send_nbx/ucp_tag_recv_nbx with the source rank in the top bits of the UCP tag, and
+// put() uses ucp_put_nbx followed by an endpoint flush, so a finished put is visible remotely.
+// Thread-compatible: the one thread that drives the Transport also drives ucp_worker_progress.
+// Endpoint failures (err_cb) are recorded and rethrown as PeerLost from the next test()/wait().
+// Where UCX_TLS leaves no transport that detects peer failure (posix/sysv alone, in UCX 1.13),
+// endpoints are made without it and a dead peer shows only as a wait reaching its deadline.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <span>
+#include <string>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include <ucp/api/ucp.h>
+
+#include "core/config.h"
+#include "transport/bootstrap.h"
+#include "transport/transport.h"
+#include "transport/ucx/check.h"
+
+namespace murmur::transport::ucx {
+
+class Transport final : public transport::Transport {
+ public:
+  // Creates the context and worker, swaps worker addresses with `peers` (ascending, distinct,
+  // not `rank`) and connects to each. Throws TransportError if UCX fails, PeerLost if a peer
+  // does not answer the exchange or the wire-up within config.connect_timeout_ms.
+  Transport(const TransportConfig& config, int rank, int world_size, Bootstrap& bootstrap,
+            std::span<const int> peers);
+  ~Transport() override;
+
+  // Flushes and closes every endpoint (pending operations are failed). Throws TransportError
+  // if UCX reports an error other than a lost peer; the destructor calls it and swallows that.
+  void close();
+
+  int rank() const override { return rank_; }
+  int world_size() const override { return world_size_; }
+  std::string name() const override { return "ucx"; }
+
+  std::unique_ptr<transport::Region> register_region(std::span<std::byte> bytes) override;
+  Request send(int peer, Tag tag, const transport::Region& from, ByteRange range) override;
+  Request recv(int peer, Tag tag, transport::Region& into, ByteRange range) override;
+  bool supports_put() const override { return true; }
+  Request put(int peer, const transport::Region& from, ByteRange range,
+              std::span<const std::byte> remote_key, std::size_t remote_offset) override;
+  bool test(Request& request) override;
+  bool wait(Request& request, Deadline deadline) override;
+  void cancel(Request& request) override;
+  std::uint64_t bytes_sent() const override { return bytes_sent_; }
+  std::uint64_t bytes_received() const override { return bytes_received_; }
+
+  // The largest user Tag this world can carry (the rest of the 64 bits name the source rank).
+  Tag max_tag() const { return max_tag_; }
+
+ private:
+  enum class Kind { kSend, kRecv, kPut };
+  // One pending operation; owned by inflight_ until UCX has released every request of it.
+  struct Op : RequestState {
+    Kind kind = Kind::kSend;
+    Transport* owner = nullptr;
+    void* ucp[2] = {nullptr, nullptr};  // UCX requests still outstanding (put: put + flush)
+    int outstanding = 0;                // callbacks still to come
+    ucs_status_t status = UCS_OK;       // first failure reported by UCX
+    std::size_t capacity = 0;           // recv: bytes the posted buffer holds
+    bool cancelled = false;
+  };
+  // An endpoint to one peer; err_cb stores the failure here (never throws across UCX).
+  struct Peer {
+    Transport* owner = nullptr;
+    int rank = -1;
+    ucp_ep_h ep = nullptr;
+    ucs_status_t failure = UCS_OK;  // set by err_cb
+    std::exception_ptr lost;        // PeerLost, built on the driving thread from `failure`
+  };
+
+  static void on_send(void* request, ucs_status_t status, void* user_data);
+  static void on_recv(void* request, ucs_status_t status, const ucp_tag_recv_info_t* info,
+                      void* user_data);
+  static void on_peer_error(void* arg, ucp_ep_h ep, ucs_status_t status);
+
+  Peer& peer_for(int peer, const char* what);
+  ucp_tag_t wire_tag(int source, Tag tag) const;
+  void check_range(const transport::Region& region, ByteRange range, const char* what) const;
+  // Registers `op` with its UCX request (or its immediate result) and returns the handle.
+  Request track(std::shared_ptr<Op> op, ucs_status_ptr_t result, int slot);
+  void progress();
+  void sweep();
+  void finish(Op& op);
+  void connect_all(std::span<const int> peers, std::span<const std::vector<std::byte>> addrs,
+                   Deadline deadline);
+  void close_endpoints(Deadline deadline, bool force) noexcept;
+  ucp_rkey_h remote_key_for(Peer& peer, std::span<const std::byte> packed);
+
+  int rank_;
+  int world_size_;
+  std::size_t max_frame_;
+  int connect_timeout_ms_;
+  int rank_shift_ = 63;
+  Tag max_tag_ = 0;
+  Context context_;
+  Worker worker_;
+  std::vector<std::unique_ptr<Peer>> peers_;  // by rank; null for ranks not connected
+  std::map<std::pair<int, std::vector<std::byte>>, RemoteKey> rkeys_;  // unpacked per peer
+  std::unordered_map<Op*, std::shared_ptr<Op>> inflight_;
+  std::vector<Op*> completed_;   // filled by callbacks during progress, drained by sweep
+  std::vector<Peer*> failed_;    // filled by err_cb, drained by sweep
+  std::uint64_t bytes_sent_ = 0;
+  std::uint64_t bytes_received_ = 0;
+  bool closed_ = false;
+  bool warned_no_failure_detection_ = false;
+};
+
+}  // namespace murmur::transport::ucx
