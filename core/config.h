@@ -32,6 +32,7 @@ struct RunConfig {
   int log_every = 100;         // steps between metric lines
   int threads = 0;             // compute threads per peer; 0 = this machine's cores / local peers
   std::string device = "cpu";  // cpu | cuda
+  std::string on_peer_failure = "stop";  // murmur-launch: stop the others, or let them go on
 };
 template <class V>
 void describe(V& v, RunConfig& c) {
@@ -41,6 +42,7 @@ void describe(V& v, RunConfig& c) {
   v("log_every", c.log_every, Range{1, 1e9});
   v("threads", c.threads, Range{0, 1024});
   v("device", c.device, Choices{{"cpu", "cuda"}});
+  v("on_peer_failure", c.on_peer_failure, Choices{{"stop", "continue"}});
 }
 
 struct ModelConfig {

@@ -21,6 +21,7 @@
 #include "optimizers/local_optimizer.h"
 #include "optimizers/lr_schedule.h"
 #include "runtime/checkpoint.h"
+#include "runtime/distributed.h"
 #include "runtime/evaluate.h"
 #include "runtime/stop_signal.h"
 
@@ -66,6 +67,9 @@ class Trainer {
     Rng init(config.run.seed);
     model_ = nn::Model::create(config.model, {train_.channels, train_.height, train_.width},
                                train_.classes, init);
+    if (config.world.size > 1) {
+      dist_ = std::make_unique<Distributed>(config, rank_, model_->params());
+    }
     optimizer_ = optimizers::make_local_optimizer(config.train.optimizer,
                                                   model_->params().flat().size());
     steps_per_epoch_ = loader_.batches_per_epoch();
@@ -96,6 +100,10 @@ class Trainer {
       optimizer_->step(model_->params().flat(), model_->grads().flat(), static_cast<float>(lr));
       compute_s_ += seconds_since(t);
       ++step_;
+      if (dist_) {
+        dist_->after_step(step_);
+        take_comm_stats();
+      }
       window_loss += loss;
       ++window_steps;
       window_samples += n;
@@ -138,6 +146,15 @@ class Trainer {
     result.epochs = static_cast<double>(step_) / steps_per_epoch_;
     result.test_accuracy = e.accuracy;
     result.test_loss = e.loss;
+    result.compute_s = compute_s_;
+    if (dist_ && !result.stopped_early) final_average(result);
+    result.comm_s = comm_s_;
+    result.wait_s = wait_s_;
+    if (dist_) {
+      result.backend = dist_->backend();
+      result.bytes_sent = dist_->bytes_sent();
+      result.bytes_received = dist_->bytes_received();
+    }
     result.wall_time_s = seconds_since(start);
     return result;
   }
@@ -149,16 +166,38 @@ class Trainer {
     const double elapsed = seconds_since(start);
     metrics_.write({{"kind", "step"}, {"rank", rank_}, {"step", step_}, {"epoch", epoch()},
                     {"time_s", elapsed}, {"loss", loss}, {"lr", lr}, {"samples_per_s", rate},
-                    {"bytes_sent", 0}, {"bytes_received", 0}, {"compute_s", compute_s_},
-                    {"comm_s", 0.0}, {"wait_s", 0.0}});
+                    {"bytes_sent", dist_ ? dist_->bytes_sent() : 0},
+                    {"bytes_received", dist_ ? dist_->bytes_received() : 0},
+                    {"compute_s", compute_s_}, {"comm_s", comm_s_}, {"wait_s", wait_s_}});
     const double eta = (total_steps_ - step_) * elapsed / std::max<std::int64_t>(1, step_ - first_step_);
     progress_.update(fmt::format("rank {} epoch {:.2f}/{} step {}/{} loss {:.4f} {:.0f} samples/s ETA {}",
                                  rank_, epoch(), config_.train.epochs, step_, total_steps_, loss,
                                  rate, format_eta(eta)));
   }
 
+  void take_comm_stats() {
+    const auto st = dist_->take_stats();
+    comm_s_ += st.comm_s;
+    wait_s_ += st.wait_s;
+  }
+
+  // Runs `fn` with the model this peer stands for in the parameters: push-sum's x / w where the
+  // algorithm keeps one, else the parameters as they are.
+  template <class Fn>
+  auto with_model(Fn fn) {
+    if (!dist_) return fn();
+    dist_->flush();
+    take_comm_stats();
+    std::span<float> params = model_->params().flat();
+    saved_.assign(params.begin(), params.end());
+    if (!dist_->debiased(params)) return fn();
+    auto result = fn();
+    std::copy(saved_.begin(), saved_.end(), params.begin());
+    return result;
+  }
+
   Evaluation log_eval(Clock::time_point start) {
-    last_eval_ = evaluate(*model_, test_, config_.eval.batch_size);
+    last_eval_ = with_model([&] { return evaluate(*model_, test_, config_.eval.batch_size); });
     metrics_.write({{"kind", "eval"}, {"rank", rank_}, {"step", step_}, {"epoch", epoch()},
                     {"time_s", seconds_since(start)}, {"test_loss", last_eval_.loss},
                     {"test_accuracy", last_eval_.accuracy}});
@@ -169,9 +208,34 @@ class Trainer {
     return last_eval_;
   }
 
+  // The exact mean of all peers' final models: rank 0 evaluates it; every rank learns the
+  // consensus distance. The peer's own parameters are left as they were.
+  void final_average(PeerResult& result) {
+    const auto t = Clock::now();
+    dist_->flush();
+    std::span<float> params = model_->params().flat();
+    saved_.assign(params.begin(), params.end());
+    dist_->debiased(params);
+    const FinalAverage avg = dist_->average(params);
+    result.consensus_distance = avg.consensus_distance;
+    comm_s_ += seconds_since(t);
+    if (rank_ == 0) {
+      const Evaluation e = evaluate(*model_, test_, config_.eval.batch_size);
+      result.has_average = true;
+      result.average_test_accuracy = e.accuracy;
+      result.average_test_loss = e.loss;
+      log().info("average model: test accuracy {:.2f}%, loss {:.4f}; consensus distance {:.4g}",
+                 100 * e.accuracy, e.loss, avg.consensus_distance);
+    }
+    std::copy(saved_.begin(), saved_.end(), params.begin());
+  }
+
   std::vector<FlatState> flat_state() {
     std::vector<FlatState> flat;
     for (auto& [name, data] : optimizer_->state()) flat.push_back({"optimizer." + name, data});
+    if (dist_) {
+      for (auto& [name, data] : dist_->averaging().state()) flat.push_back({"algorithm." + name, data});
+    }
     return flat;
   }
 
@@ -181,6 +245,10 @@ class Trainer {
     s.loader = loader_.state();
     s.rng = rng_.state();
     s.extra["murmur.optimizer.steps"] = std::to_string(optimizer_->steps());
+    if (dist_) {
+      dist_->flush();
+      for (const auto& [k, v] : dist_->averaging().scalars()) s.extra["murmur.algorithm." + k] = v;
+    }
     auto flat = flat_state();
     save_checkpoint(file, model_->params(), model_->buffers(), flat, s, config_json_);
   }
@@ -196,6 +264,13 @@ class Trainer {
         rng_.set_state(s.rng);
         auto it = s.extra.find("murmur.optimizer.steps");
         optimizer_->set_steps(it == s.extra.end() ? s.step : std::stoll(it->second));
+        if (dist_) {
+          std::map<std::string, std::string> scalars;
+          for (const auto& [k, v] : s.extra) {
+            if (k.rfind("murmur.algorithm.", 0) == 0) scalars[k.substr(17)] = v;
+          }
+          dist_->averaging().restore_scalars(scalars);
+        }
         log().info("rank {}: resumed from {} at step {}", rank_, file.string(), step_);
         return;
       } catch (const CheckpointError& e) {
@@ -215,6 +290,8 @@ class Trainer {
   MetricsSink metrics_;
   ProgressLine progress_;
   std::unique_ptr<nn::Model> model_;
+  std::unique_ptr<Distributed> dist_;
+  std::vector<float> saved_;  // the raw parameters while a debiased or average model is in place
   std::unique_ptr<optimizers::LocalOptimizer> optimizer_;
   std::unique_ptr<optimizers::LrSchedule> schedule_;
   std::vector<float> x_;
@@ -225,6 +302,8 @@ class Trainer {
   std::int64_t step_ = 0;
   std::int64_t first_step_ = 0;
   double compute_s_ = 0;
+  double comm_s_ = 0;
+  double wait_s_ = 0;
   Evaluation last_eval_;
 };
 
@@ -232,12 +311,6 @@ class Trainer {
 
 PeerResult run_peer(const ExperimentConfig& config, const PeerOptions& options) {
   validate(config);
-  if (config.world.size > 1 || config.algorithm.name != "none") {
-    throw ConfigError(fmt::format(
-        "world.size {} with algorithm.name {}: this build trains one peer only "
-        "(set world.size: 1 and algorithm.name: none)",
-        config.world.size, config.algorithm.name));
-  }
   install_stop_handlers();
   nn::cpu::set_compute_threads(default_threads(config.run, options.local_peers));
   std::filesystem::create_directories(options.out / fmt::format("rank{}", std::max(0, config.world.rank)));

@@ -29,6 +29,14 @@ struct PeerResult {
   std::uint64_t bytes_received = 0;
   double wall_time_s = 0;
   bool stopped_early = false;  // SIGINT/SIGTERM: a checkpoint was written, training not finished
+  std::string backend;         // transport backend, "" for a lone peer
+  // Multi-peer runs: the exact mean of all peers' final models, evaluated (by rank 0 only;
+  // other ranks leave has_average false), and the mean distance of the peers to it.
+  bool has_average = false;
+  double average_test_accuracy = 0;
+  double average_test_loss = 0;
+  double consensus_distance = 0;
+  double compute_s = 0, comm_s = 0, wait_s = 0;
 };
 
 // Trains as the config says and returns this peer's final figures. Throws murmur::Error (config,

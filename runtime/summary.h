@@ -16,7 +16,7 @@ namespace murmur::runtime {
 nlohmann::json peer_json(const PeerResult& r);
 nlohmann::json make_summary(const ExperimentConfig& config, const std::vector<PeerResult>& peers,
                             double wall_time_s);
-// Writes `summary` to dir/summary.json atomically.
-void write_summary(const std::filesystem::path& dir, const nlohmann::json& summary);
+// Writes `value` (indented) to `file` atomically: summary.json, rank<r>/result.json.
+void write_json(const std::filesystem::path& file, const nlohmann::json& value);
 
 }  // namespace murmur::runtime

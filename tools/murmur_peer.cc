@@ -1,6 +1,6 @@
 // murmur-peer: one peer of a run. Rank and world come from flags, the config, or the launcher's
-// and schedulers' environment. With no --config it runs the embedded default (the struct
-// defaults of core/config.h: the MLP on Fashion-MNIST).
+// and schedulers' environment. With no --config it runs the embedded default
+// (runtime/default_config.h: 4 peers, D-PSGD on a ring, the MLP on Fashion-MNIST).
 #include <unistd.h>
 
 #include <chrono>
@@ -16,7 +16,9 @@
 #include "core/files.h"
 #include "core/logging.h"
 #include "core/progress.h"
+#include "runtime/default_config.h"
 #include "runtime/evaluate.h"
+#include "transport/world.h"
 #include "runtime/peer.h"
 #include "runtime/stop_signal.h"
 #include "runtime/summary.h"
@@ -48,18 +50,28 @@ int main(int argc, char** argv) {
   app.add_option("--log-level", log_level, "trace, debug, info, warn, error");
   app.add_option("--eval-checkpoint", eval_checkpoint,
                  "evaluate this checkpoint on the config's test set, then exit");
+  bool print_config = false;
+  app.add_flag("--print-config", print_config,
+               "print the resolved config as JSON (after --set) and exit: a dry run");
   CLI11_PARSE(app, argc, argv);
 
   const auto start = std::chrono::steady_clock::now();
   try {
     murmur::ExperimentConfig config =
-        config_file.empty() ? murmur::ExperimentConfig{} : murmur::load_config(config_file);
+        config_file.empty()
+            ? murmur::load_config_string(murmur::runtime::kDefaultConfig, "<embedded default>")
+            : murmur::load_config(config_file);
     for (const auto& o : overrides) murmur::apply_override(config, o);
     if (world > 0) config.world.size = world;
     if (rank >= 0) config.world.rank = rank;
-    if (config.world.rank < 0) {
-      config.world.rank = env_int("MURMUR_RANK", env_int("SLURM_PROCID", env_int("OMPI_COMM_WORLD_RANK", 0)));
+    if (print_config) {
+      murmur::validate(config);
+      std::printf("%s\n", murmur::to_json(config).dump().c_str());
+      return 0;
     }
+    const auto world_info = murmur::transport::resolve_world(config.world);
+    config.world.rank = world_info.rank;
+    config.world.size = world_info.size;
     murmur::validate(config);
     murmur::init_logging(fmt::format("peer {}", config.world.rank), log_level);
     if (!eval_checkpoint.empty()) {
@@ -78,12 +90,16 @@ int main(int argc, char** argv) {
       const std::string yaml = murmur::to_yaml(config);
       murmur::atomic_write_file(options.out / "config.yaml",
                                 std::as_bytes(std::span(yaml.data(), yaml.size())));
+      murmur::runtime::write_json(options.out / "config.json", murmur::to_json(config));
     }
 
     murmur::runtime::PeerResult result = murmur::runtime::run_peer(config, options);
     const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    murmur::runtime::write_json(options.out / fmt::format("rank{}", config.world.rank) / "result.json",
+                                murmur::runtime::peer_json(result));
     if (config.world.size == 1) {
-      murmur::runtime::write_summary(options.out, murmur::runtime::make_summary(config, {result}, wall));
+      murmur::runtime::write_json(options.out / "summary.json",
+                                  murmur::runtime::make_summary(config, {result}, wall));
       std::fprintf(stderr, "murmur-peer: results in %s (summary.json, rank0/metrics.jsonl, rank0/final.safetensors)\n",
                    options.out.c_str());
     }

@@ -1,0 +1,54 @@
+// A peer's link to the others: its transport (rendezvous included), the parameter arena
+// registered once, the averaging algorithm, and the exact average taken at the end of a run
+// (the average model and the consensus distance). Absent for a lone peer. Not thread-safe.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+
+#include "core/arena.h"
+#include "core/config.h"
+#include "optimizers/averaging.h"
+#include "transport/transport.h"
+
+namespace murmur::runtime {
+
+struct FinalAverage {
+  double consensus_distance = 0;  // mean over peers of ||x_i - mean||_2
+};
+
+class Distributed {
+ public:
+  // Meets the neighbors (blocks until they answer or the connect timeout passes) and builds the
+  // algorithm over `params`, which must stay allocated and in place for this object's life.
+  Distributed(const ExperimentConfig& config, int rank, Arena& params);
+  ~Distributed();
+
+  void after_step(std::int64_t step) { averaging_->after_step(step); }
+  void flush() { averaging_->flush(); }
+  optimizers::AveragingStats take_stats() { return averaging_->take_stats(); }
+  optimizers::Averaging& averaging() { return *averaging_; }
+
+  // Writes the model this peer should evaluate into `out` iff it differs from the raw parameters
+  // (push-sum's x / w); returns whether it did. Call flush() first.
+  bool debiased(std::span<float> out) const { return averaging_->debiased(out); }
+
+  // Replaces `model` (this peer's final model) by the exact mean over all peers, with one ring
+  // allreduce, and returns the consensus distance measured before. Every peer must call it.
+  FinalAverage average(std::span<float> model);
+
+  std::uint64_t bytes_sent() const { return transport_->bytes_sent(); }
+  std::uint64_t bytes_received() const { return transport_->bytes_received(); }
+  std::string backend() const { return transport_->name(); }
+
+ private:
+  const ExperimentConfig& config_;
+  std::unique_ptr<transport::Transport> transport_;
+  std::unique_ptr<transport::Region> params_region_;
+  Arena scratch_;  // the arena's layout again, for the final average
+  std::unique_ptr<transport::Region> scratch_region_;
+  std::unique_ptr<optimizers::Averaging> averaging_;
+};
+
+}  // namespace murmur::runtime
