@@ -24,6 +24,9 @@ struct Died {};  // thrown by die() on an inproc rank, caught by its thread
 std::vector<std::string> built_backends() {
   std::vector<std::string> out{"inproc", "tcp"};
   // The ucx/ofi suites add theirs here, e.g. #ifdef MURMUR_WITH_UCX out.push_back("ucx");
+#ifdef MURMUR_WITH_UCX
+  out.push_back("ucx");
+#endif
   return out;
 }
 

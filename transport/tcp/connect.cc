@@ -31,7 +31,10 @@ void Context::on_connected(Peer& p, std::shared_ptr<Socket> socket) {
   p.state = Peer::State::kReady;
   p.last_progress = Clock::now();
   asio::co_spawn(io_, read_loop(p), asio::detached);
-  if (!p.sends.empty() && !p.writing) asio::co_spawn(io_, write_loop(p), asio::detached);
+  if (!p.sends.empty() && !p.writing) {
+    p.writing = true;
+    asio::co_spawn(io_, write_loop(p), asio::detached);
+  }
 }
 
 asio::awaitable<void> Context::dial(Peer& p) {

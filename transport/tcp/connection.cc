@@ -10,8 +10,8 @@
 
 namespace murmur::transport::tcp {
 
+// Spawned with p.writing already set, so that two sends in a row never start two writers.
 asio::awaitable<void> Context::write_loop(Peer& p) {
-  p.writing = true;
   auto socket = p.socket;  // keeps the socket alive across a failure that resets p.socket
   const std::size_t chunk = static_cast<std::size_t>(config_.chunk_bytes);
   while (!p.sends.empty() && !p.error) {

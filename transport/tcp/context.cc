@@ -162,7 +162,10 @@ void Context::start_send(const std::shared_ptr<SendOp>& op) {
   if (p.error) return complete(*op, p.error);
   p.sends.push_back(op);
   if (p.state == Peer::State::kIdle) connect(p);
-  if (p.state == Peer::State::kReady && !p.writing) asio::co_spawn(io_, write_loop(p), asio::detached);
+  if (p.state == Peer::State::kReady && !p.writing) {
+    p.writing = true;  // before the spawn: co_spawn only queues the coroutine
+    asio::co_spawn(io_, write_loop(p), asio::detached);
+  }
 }
 
 void Context::start_recv(const std::shared_ptr<RecvOp>& op) {

@@ -1,0 +1,171 @@
+// The tcp backend against a hand-written peer on a raw socket: corrupted frames, absurd length
+// fields, a wrong shared secret, and an intruder who skips the proof. The transport under test
+// is rank 1 of a world of 2; the raw socket plays rank 0 (the lower rank dials).
+#include <catch2/catch.hpp>
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+
+#include "core/error.h"
+#include "transport/frame.h"
+#include "transport/handshake.h"
+#include "transport/rendezvous.h"
+#include "transport/tcp/transport.h"
+
+namespace murmur::transport {
+namespace {
+
+Deadline soon() { return deadline_after(std::chrono::seconds(20)); }
+
+std::string secret_file(const std::string& name, const std::string& secret) {
+  auto path = std::filesystem::temp_directory_path() / ("murmur-secret-" + name + "-" + std::to_string(::getpid()));
+  std::ofstream(path) << secret << "\n";
+  return path.string();
+}
+
+TransportConfig config_with_secret(const std::string& secret) {
+  TransportConfig c;
+  c.host = "127.0.0.1";
+  c.connect_timeout_ms = 10000;
+  c.recv_timeout_ms = 10000;
+  c.max_frame_bytes = 1 << 20;
+  c.secret_file = secret_file(secret, secret);
+  return c;
+}
+
+// A blocking socket that speaks the wire format by hand.
+class RawPeer {
+ public:
+  explicit RawPeer(const std::string& address) {
+    auto colon = address.rfind(':');
+    sockaddr_in sa{};
+    sa.sin_family = AF_INET;
+    sa.sin_port = htons(static_cast<std::uint16_t>(std::stoi(address.substr(colon + 1))));
+    ::inet_pton(AF_INET, address.substr(0, colon).c_str(), &sa.sin_addr);
+    fd_ = ::socket(AF_INET, SOCK_STREAM, 0);
+    REQUIRE(::connect(fd_, reinterpret_cast<sockaddr*>(&sa), sizeof sa) == 0);
+  }
+  ~RawPeer() { ::close(fd_); }
+  void write(std::span<const std::byte> b) {
+    REQUIRE(::send(fd_, b.data(), b.size(), MSG_NOSIGNAL) == static_cast<ssize_t>(b.size()));
+  }
+  bool read(std::span<std::byte> b) {
+    std::size_t got = 0;
+    while (got < b.size()) {
+      ssize_t n = ::recv(fd_, b.data() + got, b.size() - got, 0);
+      if (n <= 0) return false;
+      got += n;
+    }
+    return true;
+  }
+  // Runs the dialer's side as rank 0; with `honest` false it sends a made-up proof.
+  void handshake(const std::string& secret, bool honest = true) {
+    Hello hello{0, 2, fresh_nonce()};
+    write(encode(hello));
+    std::array<std::byte, Reply::kBytes> reply_bytes;
+    REQUIRE(read(reply_bytes));
+    Reply reply = decode_reply(reply_bytes, "test");
+    Proof proof{honest ? handshake_mac(secret, kProofLabel, hello, reply.nonce, 1) : Mac{}};
+    write(encode(proof));
+  }
+  void frame(Tag tag, std::vector<std::byte> payload, bool corrupt, std::uint64_t length_field) {
+    FrameHeader h{FrameKind::kData, tag, length_field, 0, length_field, 0};
+    h.crc = payload_crc(header_crc(h), payload);
+    if (corrupt) payload[payload.size() / 2] ^= std::byte{1};
+    write(encode(h));
+    write(payload);
+  }
+
+ private:
+  int fd_ = -1;
+};
+
+struct Receiver {
+  explicit Receiver(const std::string& secret)
+      : rendezvous(std::make_shared<MemoryRendezvous>()),
+        transport(config_with_secret(secret), 1, 2, rendezvous),
+        buffer(4096),
+        region(transport.register_region(buffer)) {}
+  std::shared_ptr<MemoryRendezvous> rendezvous;
+  tcp::Transport transport;
+  std::vector<std::byte> buffer;
+  std::unique_ptr<Region> region;
+};
+
+TEST_CASE("tcp: a corrupted frame is rejected with ProtocolError", "[transport][tcp]") {
+  Receiver rx("s3cret");
+  Request r = rx.transport.recv(0, 9, *rx.region, {0, 4096});
+  RawPeer peer(rx.transport.local_address());
+  peer.handshake("s3cret");
+  peer.frame(9, std::vector<std::byte>(1000, std::byte{42}), /*corrupt=*/true, 1000);
+  CHECK_THROWS_AS(rx.transport.wait(r, soon()), ProtocolError);
+}
+
+TEST_CASE("tcp: an intact frame from the hand-written peer is accepted", "[transport][tcp]") {
+  // The control for the test above: the same path without the flipped bit succeeds.
+  Receiver rx("s3cret");
+  Request r = rx.transport.recv(0, 9, *rx.region, {0, 4096});
+  RawPeer peer(rx.transport.local_address());
+  peer.handshake("s3cret");
+  peer.frame(9, std::vector<std::byte>(1000, std::byte{42}), false, 1000);
+  REQUIRE(rx.transport.wait(r, soon()));
+  CHECK(r.state()->bytes == 1000);
+  CHECK(rx.buffer[999] == std::byte{42});
+}
+
+TEST_CASE("tcp: a huge length field is refused before anything is allocated", "[transport][tcp]") {
+  Receiver rx("s3cret");
+  RawPeer peer(rx.transport.local_address());
+  peer.handshake("s3cret");
+  // No recv is posted, so an unchecked length would size an unexpected-message buffer of 1 TiB.
+  peer.frame(3, std::vector<std::byte>(16), false, std::uint64_t{1} << 40);
+  Request r = rx.transport.recv(0, 3, *rx.region, {0, 4096});
+  try {
+    rx.transport.wait(r, soon());
+    FAIL("the recv completed");
+  } catch (const ProtocolError& e) {
+    CHECK_THAT(e.what(), Catch::Contains("max_frame_bytes"));
+  }
+}
+
+TEST_CASE("tcp: ranks with different secrets refuse each other with AuthError", "[transport][tcp]") {
+  auto rendezvous = std::make_shared<MemoryRendezvous>();
+  tcp::Transport a(config_with_secret("alpha"), 0, 2, rendezvous);
+  tcp::Transport b(config_with_secret("bravo"), 1, 2, rendezvous);
+  std::vector<std::byte> x(64), y(64);
+  auto rx = a.register_region(x), ry = b.register_region(y);
+  Request recv = b.recv(0, 1, *ry, {0, 64});
+  Request send = a.send(1, 1, *rx, {0, 64});
+  CHECK_THROWS_AS(a.wait(send, soon()), AuthError);
+  // Nothing reached rank 1: its recv is still pending.
+  CHECK_FALSE(b.wait(recv, deadline_after(std::chrono::milliseconds(300))));
+}
+
+TEST_CASE("tcp: an intruder without the secret cannot inject a message", "[transport][tcp]") {
+  Receiver rx("s3cret");
+  Request r = rx.transport.recv(0, 5, *rx.region, {0, 4096});
+  {
+    RawPeer intruder(rx.transport.local_address());
+    intruder.handshake("guess", /*honest=*/false);
+    intruder.frame(5, std::vector<std::byte>(100, std::byte{66}), false, 100);
+    CHECK_FALSE(rx.transport.wait(r, deadline_after(std::chrono::milliseconds(300))));
+  }
+  // The real rank 0 still gets through afterwards.
+  TransportConfig c = config_with_secret("s3cret");
+  tcp::Transport rank0(c, 0, 2, rx.rendezvous);
+  std::vector<std::byte> payload(100, std::byte{7});
+  auto region = rank0.register_region(payload);
+  Request s = rank0.send(1, 5, *region, {0, 100});
+  REQUIRE(rx.transport.wait(r, soon()));
+  CHECK(rx.buffer[0] == std::byte{7});
+  CHECK(rank0.wait(s, soon()));
+}
+
+}  // namespace
+}  // namespace murmur::transport

@@ -1,0 +1,135 @@
+// Pure pieces of the transport room: frame encoding and its checks, the handshake MACs, rank
+// and world from config or environment, and the directory rendezvous.
+#include <catch2/catch.hpp>
+
+#include <unistd.h>
+
+#include <filesystem>
+#include <map>
+
+#include "core/error.h"
+#include "transport/frame.h"
+#include "transport/handshake.h"
+#include "transport/rendezvous.h"
+#include "transport/world.h"
+
+namespace murmur::transport {
+namespace {
+
+TEST_CASE("frame headers round-trip and reject bad fields", "[transport]") {
+  FrameHeader h{FrameKind::kData, 0x1122334455667788ull, 100, 200, 1000, 0xDEADBEEF};
+  FrameBytes b = encode(h);
+  FrameHeader d = decode(b, 1 << 20, "peer");
+  CHECK(d.tag == h.tag);
+  CHECK(d.length == 100);
+  CHECK(d.offset == 200);
+  CHECK(d.total == 1000);
+  CHECK(d.crc == 0xDEADBEEF);
+
+  FrameBytes bad_magic = b;
+  bad_magic[0] ^= std::byte{1};
+  CHECK_THROWS_AS(decode(bad_magic, 1 << 20, "peer"), ProtocolError);
+  CHECK_THROWS_AS(decode(b, 99, "peer"), ProtocolError);  // length over the maximum
+  FrameHeader outside = h;
+  outside.offset = 950;  // 950 + 100 > 1000
+  CHECK_THROWS_AS(decode(encode(outside), 1 << 20, "peer"), ProtocolError);
+  FrameHeader wrapping = h;
+  wrapping.offset = ~std::uint64_t{0} - 10;
+  wrapping.total = ~std::uint64_t{0};
+  wrapping.length = 100;
+  CHECK_THROWS_AS(decode(encode(wrapping), 1 << 20, "peer"), ProtocolError);
+}
+
+TEST_CASE("frame CRC covers the header and the payload", "[transport]") {
+  std::vector<std::byte> payload(300, std::byte{5});
+  FrameHeader h{FrameKind::kData, 1, 300, 0, 300, 0};
+  auto crc = payload_crc(header_crc(h), payload);
+  FrameHeader other_tag = h;
+  other_tag.tag = 2;
+  CHECK(payload_crc(header_crc(other_tag), payload) != crc);
+  payload[299] = std::byte{6};
+  CHECK(payload_crc(header_crc(h), payload) != crc);
+}
+
+TEST_CASE("handshake MACs depend on the secret, the label and both nonces", "[transport]") {
+  Hello hello{0, 4, fresh_nonce()};
+  Nonce theirs = fresh_nonce();
+  Mac m = handshake_mac("key", kReplyLabel, hello, theirs, 2);
+  CHECK(mac_equal(m, handshake_mac("key", kReplyLabel, hello, theirs, 2)));
+  CHECK_FALSE(mac_equal(m, handshake_mac("other", kReplyLabel, hello, theirs, 2)));
+  CHECK_FALSE(mac_equal(m, handshake_mac("key", kProofLabel, hello, theirs, 2)));
+  CHECK_FALSE(mac_equal(m, handshake_mac("key", kReplyLabel, hello, fresh_nonce(), 2)));
+  CHECK_FALSE(mac_equal(m, handshake_mac("key", kReplyLabel, hello, theirs, 3)));
+  // The empty secret still yields a MAC (a warning, not a skipped handshake).
+  CHECK_FALSE(mac_equal(handshake_mac("", kReplyLabel, hello, theirs, 2), Mac{}));
+  Reply reply{2, 4, theirs, m};
+  Reply back = decode_reply(encode(reply), "peer");
+  CHECK(back.rank == 2);
+  CHECK(mac_equal(back.mac, m));
+  CHECK_THROWS_AS(decode_proof(std::array<std::byte, Proof::kBytes>{}, "peer"), ProtocolError);
+  CHECK_THROWS_AS(decode_reply(std::array<std::byte, Reply::kBytes>{}, "peer"), ProtocolError);
+}
+
+TEST_CASE("rank and world come from config, launcher, Slurm or Open MPI", "[transport]") {
+  std::map<std::string, std::string> env;
+  Getenv getenv = [&](const char* name) -> const char* {
+    auto it = env.find(name);
+    return it == env.end() ? nullptr : it->second.c_str();
+  };
+  WorldConfig config;
+  CHECK(resolve_world(config, getenv).size == 1);  // a world of one needs no rank
+
+  env = {{"SLURM_PROCID", "3"}, {"SLURM_NTASKS", "8"}};
+  auto w = resolve_world(config, getenv);
+  CHECK((w.rank == 3 && w.size == 8 && w.source == "SLURM_PROCID"));
+
+  env = {{"OMPI_COMM_WORLD_RANK", "1"}, {"OMPI_COMM_WORLD_SIZE", "2"}};
+  w = resolve_world(config, getenv);
+  CHECK((w.rank == 1 && w.size == 2));
+
+  env = {{"MURMUR_RANK", "0"}, {"MURMUR_WORLD_SIZE", "4"}, {"SLURM_PROCID", "3"}};
+  w = resolve_world(config, getenv);
+  CHECK((w.rank == 0 && w.size == 4 && w.source == "MURMUR_RANK"));
+
+  config.rank = 2;
+  config.size = 3;
+  w = resolve_world(config, getenv);
+  CHECK((w.rank == 2 && w.size == 3 && w.source == "config"));
+
+  config = {};
+  env = {{"MURMUR_RANK", "x"}, {"MURMUR_WORLD_SIZE", "4"}};
+  CHECK_THROWS_AS(resolve_world(config, getenv), ConfigError);
+  env = {{"MURMUR_RANK", "4"}, {"MURMUR_WORLD_SIZE", "4"}};
+  CHECK_THROWS_AS(resolve_world(config, getenv), ConfigError);
+  config.size = 4;
+  env = {};
+  CHECK_THROWS_AS(resolve_world(config, getenv), ConfigError);  // no rank anywhere
+}
+
+TEST_CASE("directory rendezvous publishes whole files and times out naming the rank", "[transport]") {
+  auto dir = std::filesystem::temp_directory_path() / ("murmur-rdv-" + std::to_string(::getpid()));
+  std::filesystem::remove_all(dir);
+  DirectoryRendezvous a(dir), b(dir);
+  CHECK_FALSE(b.try_lookup(0).has_value());
+  a.publish(0, "127.0.0.1:1234");
+  CHECK(b.lookup(0, deadline_after(std::chrono::seconds(5))) == "127.0.0.1:1234");
+  try {
+    b.lookup(1, deadline_after(std::chrono::milliseconds(20)));
+    FAIL("lookup of an absent rank returned");
+  } catch (const PeerLost& e) {
+    CHECK_THAT(e.what(), Catch::Contains("rank 1"));
+  }
+  for (auto& f : std::filesystem::directory_iterator(dir)) {
+    CHECK(f.path().filename().string().find(".tmp") == std::string::npos);
+  }
+  std::filesystem::remove_all(dir);
+
+  TransportConfig c;
+  c.peers = {"127.0.0.1:1", "127.0.0.1:2"};
+  CHECK(make_rendezvous(c, 2)->try_lookup(1) == "127.0.0.1:2");
+  CHECK_THROWS_AS(make_rendezvous(c, 3), ConfigError);
+  CHECK_THROWS_AS(make_rendezvous(TransportConfig{}, 2), ConfigError);
+}
+
+}  // namespace
+}  // namespace murmur::transport

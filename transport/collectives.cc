@@ -1,0 +1,142 @@
+#include "transport/collectives.h"
+
+#include <fmt/format.h>
+
+#include "core/error.h"
+
+namespace murmur::transport {
+
+void wait_or_lost(Transport& transport, Request& request, std::chrono::milliseconds timeout,
+                  const char* what) {
+  if (transport.wait(request, deadline_after(timeout))) return;
+  RequestState* s = request.state();
+  transport.cancel(request);  // so the caller may reuse the buffer once we have thrown
+  throw PeerLost(fmt::format("{}: rank {}: rank {} did not complete {} (tag {:#x}) within {} ms",
+                             transport.name(), transport.rank(), s->peer, what, s->tag,
+                             timeout.count()));
+}
+
+std::vector<std::size_t> neighbor_exchange(Transport& transport, Tag tag, const Region& from,
+                                           ByteRange out, std::span<const int> send_to,
+                                           Region& into, std::span<const ByteRange> in,
+                                           std::span<const int> recv_from,
+                                           const CollectiveOptions& options) {
+  if (in.size() != recv_from.size()) {
+    throw TransportError("neighbor_exchange: one receive range per source rank is needed");
+  }
+  // Receives first, so that no message has to wait in an unexpected-message buffer.
+  std::vector<Request> recvs, sends;
+  for (std::size_t i = 0; i < recv_from.size(); ++i) {
+    recvs.push_back(transport.recv(recv_from[i], tag, into, in[i]));
+  }
+  for (int peer : send_to) sends.push_back(transport.send(peer, tag, from, out));
+  std::vector<std::size_t> got;
+  for (auto& r : recvs) {
+    wait_or_lost(transport, r, options.timeout, "a neighbor exchange receive");
+    got.push_back(r.state()->bytes);
+  }
+  for (auto& s : sends) wait_or_lost(transport, s, options.timeout, "a neighbor exchange send");
+  return got;
+}
+
+RingAllreduce::RingAllreduce(Transport& transport, CollectiveOptions options)
+    : transport_(transport), options_(options) {}
+
+void RingAllreduce::run(Region& region, std::span<float> data, ReduceOp op, Tag tag) {
+  const std::size_t N = transport_.world_size(), r = transport_.rank(), n = data.size();
+  if (N == 1 || n == 0) return;
+  if (tag >> 32) throw TransportError("ring_allreduce: tag must be below 2^32");
+  auto* region_base = region.bytes().data();
+  auto* data_bytes = reinterpret_cast<std::byte*>(data.data());
+  if (data_bytes < region_base || data_bytes + data.size_bytes() > region_base + region.bytes().size()) {
+    throw TransportError("ring_allreduce: data is not inside the region");
+  }
+  const std::size_t data_offset = data_bytes - region_base;
+
+  // Segment s is [begin(s), begin(s+1)); each splits into the same number of chunks so that
+  // chunk c of step k feeds chunk c of step k+1 (the pipeline).
+  auto begin = [&](std::size_t s) { return s * n / N; };
+  const std::size_t max_segment = (n + N - 1) / N;
+  const std::size_t chunk_floats = std::max<std::size_t>(1, options_.chunk_bytes / sizeof(float));
+  const std::size_t chunks = std::max<std::size_t>(1, (max_segment + chunk_floats - 1) / chunk_floats);
+  if (chunks >= (1u << 20) || 2 * (N - 1) >= (1u << 12)) {
+    throw TransportError("ring_allreduce: too many chunks or ranks for the tag layout");
+  }
+  struct Span { std::size_t first, count; };
+  auto chunk = [&](std::size_t s, std::size_t c) {
+    std::size_t len = begin(s + 1) - begin(s);
+    std::size_t a = begin(s) + c * len / chunks, b = begin(s) + (c + 1) * len / chunks;
+    return Span{a, b - a};
+  };
+  // Scratch: two slots (steps alternate) of `chunks` fixed-size cells, so that a chunk of step
+  // k+2 never lands on a chunk of step k that is still to be reduced (segments differ in length).
+  const std::size_t cell = (max_segment + chunks - 1) / chunks;
+  if (scratch_.size() < 2 * chunks * cell) {
+    scratch_.assign(2 * chunks * cell, 0.0f);
+    scratch_region_ = transport_.register_region(std::as_writable_bytes(std::span(scratch_)));
+  }
+  // Step k sends segment (r - k) and receives segment (r - k - 1) mod N; steps 0..N-2 reduce
+  // (reduce-scatter), steps N-1..2N-3 copy (allgather).
+  const std::size_t steps = 2 * (N - 1);
+  const int left = static_cast<int>((r + N - 1) % N), right = static_cast<int>((r + 1) % N);
+  auto send_segment = [&](std::size_t k) { return (r + N * steps - k) % N; };
+  auto recv_segment = [&](std::size_t k) { return (r + N * steps - k - 1) % N; };
+  auto tag_of = [&](std::size_t k, std::size_t c) { return (tag << 32) | (k << 20) | c; };
+  auto in_data = [&](Span s) { return ByteRange{data_offset + s.first * sizeof(float), s.count * sizeof(float)}; };
+  auto cell_of = [&](std::size_t k, std::size_t c) { return ((k % 2) * chunks + c) * cell; };
+  auto in_scratch = [&](std::size_t k, std::size_t c, Span s) {
+    return ByteRange{cell_of(k, c) * sizeof(float), s.count * sizeof(float)};
+  };
+
+  std::vector<Request> recvs(steps * chunks), last_send(N * chunks), all_sends;
+  auto post_recv = [&](std::size_t k, std::size_t c) {
+    std::size_t seg = recv_segment(k);
+    Span s = chunk(seg, c);
+    if (k < N - 1) {
+      recvs[k * chunks + c] = transport_.recv(left, tag_of(k, c), *scratch_region_, in_scratch(k, c, s));
+    } else {
+      // Allgather lands in `data`: an earlier send of the same bytes must have left.
+      if (last_send[seg * chunks + c].valid()) {
+        wait_or_lost(transport_, last_send[seg * chunks + c], options_.timeout, "an allreduce send");
+      }
+      recvs[k * chunks + c] = transport_.recv(left, tag_of(k, c), region, in_data(s));
+    }
+  };
+  auto send = [&](std::size_t k, std::size_t c) {
+    std::size_t seg = send_segment(k);
+    Request q = transport_.send(right, tag_of(k, c), region, in_data(chunk(seg, c)));
+    last_send[seg * chunks + c] = q;
+    all_sends.push_back(q);
+  };
+
+  for (std::size_t k = 0; k < std::min<std::size_t>(2, steps); ++k) {
+    for (std::size_t c = 0; c < chunks; ++c) post_recv(k, c);
+  }
+  for (std::size_t c = 0; c < chunks; ++c) send(0, c);
+  const float scale = op == ReduceOp::kAverage ? 1.0f / static_cast<float>(N) : 1.0f;
+  for (std::size_t k = 0; k < steps; ++k) {
+    for (std::size_t c = 0; c < chunks; ++c) {
+      wait_or_lost(transport_, recvs[k * chunks + c], options_.timeout, "an allreduce receive");
+      if (k < N - 1) {
+        std::size_t seg = recv_segment(k);
+        Span s = chunk(seg, c);
+        float* x = data.data() + s.first;
+        const float* y = scratch_.data() + cell_of(k, c);
+        for (std::size_t i = 0; i < s.count; ++i) x[i] += y[i];
+        if (k == N - 2 && scale != 1.0f) {  // this segment is now the full sum
+          for (std::size_t i = 0; i < s.count; ++i) x[i] *= scale;
+        }
+      }
+      if (k + 1 < steps) send(k + 1, c);
+      if (k + 2 < steps) post_recv(k + 2, c);
+    }
+  }
+  for (auto& q : all_sends) wait_or_lost(transport_, q, options_.timeout, "an allreduce send");
+}
+
+void ring_allreduce(Transport& transport, Region& region, std::span<float> data, ReduceOp op,
+                    Tag tag, const CollectiveOptions& options) {
+  RingAllreduce(transport, options).run(region, data, op, tag);
+}
+
+}  // namespace murmur::transport

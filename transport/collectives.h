@@ -1,0 +1,62 @@
+// Collectives built on the Transport interface only, so every backend has them: neighbor
+// exchange (send one buffer to a set of ranks, receive one from each of another set) and ring
+// allreduce over floats (reduce-scatter then allgather, chunked and pipelined, after Patarasuk
+// and Yuan 2009: each rank sends 2(N-1)/N of the data, which is bandwidth-optimal). Called by the
+// thread that drives the transport. Every wait has a deadline of CollectiveOptions::timeout from
+// its start; a rank that does not answer in time is reported as PeerLost.
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "transport/transport.h"
+
+namespace murmur::transport {
+
+struct CollectiveOptions {
+  std::chrono::milliseconds timeout{60000};  // per wait (transport.recv_timeout_ms)
+  std::size_t chunk_bytes = 1 << 20;         // pipelining unit (transport.chunk_bytes)
+};
+
+// Sends range `out` of `from` to every rank in `send_to` and receives, from each rank
+// recv_from[i], a message into range `in[i]` of `into`, all under `tag`. Returns the bytes
+// received from each. Throws PeerLost naming the rank that did not answer in time.
+std::vector<std::size_t> neighbor_exchange(Transport& transport, Tag tag, const Region& from,
+                                           ByteRange out, std::span<const int> send_to,
+                                           Region& into, std::span<const ByteRange> in,
+                                           std::span<const int> recv_from,
+                                           const CollectiveOptions& options = {});
+
+enum class ReduceOp { kSum, kAverage };
+
+// Ring allreduce of float arrays with a scratch region kept between calls (register once, like
+// the arena). Tags used: (tag << 32) | (step << 20) | chunk, so `tag` must be < 2^32 and the
+// data at most 2^20 chunks per rank's segment.
+class RingAllreduce {
+ public:
+  RingAllreduce(Transport& transport, CollectiveOptions options = {});
+
+  // Replaces `data` (a float range inside `region`) on every rank by the sum (or mean) over
+  // ranks; every rank ends with the bitwise same result. All ranks call it with the same size
+  // and tag.
+  void run(Region& region, std::span<float> data, ReduceOp op, Tag tag);
+
+ private:
+  Transport& transport_;
+  CollectiveOptions options_;
+  std::vector<float> scratch_;  // two segments: double-buffers the reduce-scatter receives
+  std::unique_ptr<Region> scratch_region_;
+};
+
+// One-shot form (registers a scratch region per call).
+void ring_allreduce(Transport& transport, Region& region, std::span<float> data, ReduceOp op,
+                    Tag tag, const CollectiveOptions& options = {});
+
+// Waits for `request` until options.timeout; throws PeerLost naming the peer and `what`
+// if it is not done by then.
+void wait_or_lost(Transport& transport, Request& request, std::chrono::milliseconds timeout,
+                  const char* what);
+
+}  // namespace murmur::transport
