@@ -253,3 +253,18 @@ TEST_CASE("to_yaml and to_json write every field and round-trip", "[config]") {
   CHECK(j.size() == 10);
   CHECK(j["data"]["synthetic"].size() == 6);
 }
+
+TEST_CASE("every shipped config in configs/ loads, validates and round-trips", "[config]") {
+  const std::filesystem::path dir = std::filesystem::path(MURMUR_SOURCE_DIR) / "configs";
+  if (!std::filesystem::exists(dir)) {
+    WARN("no configs/ directory yet");
+    return;
+  }
+  for (const auto& entry : std::filesystem::directory_iterator(dir)) {
+    if (entry.path().extension() != ".yaml") continue;
+    INFO(entry.path().string());
+    const ExperimentConfig c = murmur::load_config(entry.path());
+    CHECK_NOTHROW(murmur::validate(c));
+    CHECK(murmur::to_json(load_config_string(murmur::to_yaml(c), "resolved")) == murmur::to_json(c));
+  }
+}
