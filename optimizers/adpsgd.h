@@ -1,0 +1,49 @@
+// AD-PSGD (`adpsgd`, Lian et al. 2018, "Asynchronous Decentralized Parallel Stochastic Gradient
+// Descent"): pairwise averaging x_i, x_j <- (x_i + x_j) / 2 with one neighbor at a time, run on
+// a communication thread so a peer never waits for a slow neighbor beyond the one exchange in
+// flight. The pairs of round t are a matching of the topology's graph (edges taken both ways)
+// drawn from (seed, t), so every peer derives the same pairs without a coordinator. The
+// average of a round is computed on the snapshots sent and added one step later as a
+// difference, which keeps the sum over peers exact. Not thread-safe.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "optimizers/averaging.h"
+#include "optimizers/comm_thread.h"
+#include "topology/graph.h"
+
+namespace murmur::optimizers {
+
+// The partner of `rank` in round `round` (-1 if it sits out): a maximal matching of g's edges
+// (both directions), greedy over ranks in an order drawn from (seed, round), each unmatched rank
+// taking a uniformly drawn unmatched neighbor. Pure: every rank computes the same matching.
+int pairwise_partner(const topology::Graph& g, std::uint64_t seed, std::int64_t round, int rank);
+
+class Adpsgd final : public Averaging {
+ public:
+  explicit Adpsgd(const AveragingContext& ctx);
+  ~Adpsgd() override;
+  void after_step(std::int64_t step) override;
+  void flush() override;
+
+ private:
+  void apply_pending();
+
+  transport::Transport& transport_;
+  std::span<float> params_;
+  const TopologyConfig& topology_;
+  std::uint64_t seed_;
+  int local_steps_;
+  transport::CollectiveOptions options_;
+  std::vector<float> snapshot_;
+  std::unique_ptr<transport::Region> snapshot_region_;
+  RecvSlots slots_;
+  int partner_ = -1;  // of the exchange in flight
+  bool pending_ = false;
+  std::unique_ptr<CommThread> comm_;  // last: its job uses the members above
+};
+
+}  // namespace murmur::optimizers

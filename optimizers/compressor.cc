@@ -1,0 +1,261 @@
+#include "optimizers/compressor.h"
+
+#include <algorithm>
+#include <bit>
+#include <cmath>
+#include <cstring>
+#include <numeric>
+
+#include <fmt/format.h>
+
+#include "core/error.h"
+
+namespace murmur::optimizers {
+
+namespace {
+
+template <class T>
+void put(std::span<std::byte> out, std::size_t at, T v) {
+  std::memcpy(out.data() + at, &v, sizeof v);
+}
+template <class T>
+T get(std::span<const std::byte> in, std::size_t at) {
+  T v;
+  std::memcpy(&v, in.data() + at, sizeof v);
+  return v;
+}
+
+[[noreturn]] void malformed(const std::string& name, std::size_t bytes, std::size_t n) {
+  throw ProtocolError(fmt::format("{} compressor: a message of {} bytes does not decode to {} floats",
+                                  name, bytes, n));
+}
+
+class NoneCompressor final : public Compressor {
+ public:
+  std::string name() const override { return "none"; }
+  std::size_t max_bytes(std::size_t n) const override { return n * 4; }
+  std::size_t encode(std::span<const float> v, std::span<std::byte> out, Rng&) const override {
+    std::memcpy(out.data(), v.data(), v.size_bytes());
+    return v.size_bytes();
+  }
+  void decode_add(std::span<const std::byte> m, float scale, std::span<float> out) const override {
+    if (m.size() != out.size() * 4) malformed(name(), m.size(), out.size());
+    for (std::size_t i = 0; i < out.size(); ++i) out[i] += scale * get<float>(m, 4 * i);
+  }
+};
+
+// Sparse message: u32 count, then count (u32 index, f32 value) pairs.
+class SparseCompressor final : public Compressor {
+ public:
+  SparseCompressor(bool top, double ratio) : top_(top), ratio_(ratio) {}
+  std::string name() const override { return top_ ? "topk" : "randomk"; }
+  std::size_t keep(std::size_t n) const {
+    return std::min(n, std::max<std::size_t>(1, static_cast<std::size_t>(std::ceil(ratio_ * n))));
+  }
+  std::size_t max_bytes(std::size_t n) const override { return 4 + 8 * keep(n); }
+  std::size_t encode(std::span<const float> v, std::span<std::byte> out, Rng& rng) const override {
+    const std::size_t n = v.size(), k = keep(n);
+    std::vector<std::uint32_t> idx;
+    if (top_) {
+      // The k largest magnitudes; ties broken by index so every run picks the same ones.
+      idx.resize(n);
+      std::iota(idx.begin(), idx.end(), 0u);
+      auto larger = [&](std::uint32_t a, std::uint32_t b) {
+        const float x = std::fabs(v[a]), y = std::fabs(v[b]);
+        return x > y || (x == y && a < b);
+      };
+      std::nth_element(idx.begin(), idx.begin() + (k - 1), idx.end(), larger);
+      idx.resize(k);
+    } else {
+      // k distinct indices by Floyd's algorithm: O(k) draws, no O(n) shuffle.
+      for (std::size_t j = n - k; j < n; ++j) {
+        auto t = static_cast<std::uint32_t>(rng.below(j + 1));
+        if (std::find(idx.begin(), idx.end(), t) != idx.end()) t = static_cast<std::uint32_t>(j);
+        idx.push_back(t);
+      }
+    }
+    std::sort(idx.begin(), idx.end());
+    put<std::uint32_t>(out, 0, static_cast<std::uint32_t>(k));
+    for (std::size_t j = 0; j < k; ++j) {
+      put<std::uint32_t>(out, 4 + 8 * j, idx[j]);
+      put<float>(out, 8 + 8 * j, v[idx[j]]);
+    }
+    return 4 + 8 * k;
+  }
+  void decode_add(std::span<const std::byte> m, float scale, std::span<float> out) const override {
+    if (m.size() < 4) malformed(name(), m.size(), out.size());
+    const auto k = get<std::uint32_t>(m, 0);
+    if (m.size() != 4 + 8 * std::size_t{k}) malformed(name(), m.size(), out.size());
+    for (std::size_t j = 0; j < k; ++j) {
+      const auto i = get<std::uint32_t>(m, 4 + 8 * j);
+      if (i >= out.size()) malformed(name(), m.size(), out.size());
+      out[i] += scale * get<float>(m, 8 + 8 * j);
+    }
+  }
+
+ private:
+  bool top_;
+  double ratio_;
+};
+
+// QSGD (Alistarh et al. 2017, eq. (4)): Q(v)_i = ||v||_2 sign(v_i) xi_i / s with xi_i = l or
+// l + 1 for l = floor(s |v_i| / ||v||), rounded up with probability s |v_i| / ||v|| - l, so
+// E Q(v) = v. Message: f32 norm, then one signed level per entry in 1, 2 or 4 bytes.
+class QsgdCompressor final : public Compressor {
+ public:
+  explicit QsgdCompressor(int levels) : s_(levels), width_(levels < 128 ? 1 : levels < 32768 ? 2 : 4) {}
+  std::string name() const override { return "qsgd"; }
+  std::size_t max_bytes(std::size_t n) const override { return 4 + width_ * n; }
+  double contraction_scale(std::size_t n) const override {
+    const double d = static_cast<double>(n), s = s_;
+    return 1.0 / (1.0 + std::min(d / (s * s), std::sqrt(d) / s));  // Alistarh et al., Lemma 3.1
+  }
+  std::size_t encode(std::span<const float> v, std::span<std::byte> out, Rng& rng) const override {
+    double sq = 0;
+    for (float x : v) sq += static_cast<double>(x) * x;
+    const float norm = static_cast<float>(std::sqrt(sq));
+    put<float>(out, 0, norm);
+    for (std::size_t i = 0; i < v.size(); ++i) {
+      std::int32_t level = 0;
+      if (norm > 0) {
+        const double r = s_ * std::fabs(static_cast<double>(v[i])) / norm;
+        const double l = std::floor(r);
+        level = static_cast<std::int32_t>(l) + (rng.uniform() < r - l ? 1 : 0);
+        level = std::min(level, s_);
+        if (v[i] < 0) level = -level;
+      }
+      const std::size_t at = 4 + width_ * i;
+      if (width_ == 1) put<std::int8_t>(out, at, static_cast<std::int8_t>(level));
+      else if (width_ == 2) put<std::int16_t>(out, at, static_cast<std::int16_t>(level));
+      else put<std::int32_t>(out, at, level);
+    }
+    return 4 + width_ * v.size();
+  }
+  void decode_add(std::span<const std::byte> m, float scale, std::span<float> out) const override {
+    if (m.size() != 4 + width_ * out.size()) malformed(name(), m.size(), out.size());
+    const float unit = scale * get<float>(m, 0) / static_cast<float>(s_);
+    for (std::size_t i = 0; i < out.size(); ++i) {
+      const std::size_t at = 4 + width_ * i;
+      const std::int32_t level = width_ == 1 ? get<std::int8_t>(m, at)
+                                 : width_ == 2 ? get<std::int16_t>(m, at)
+                                               : get<std::int32_t>(m, at);
+      out[i] += unit * static_cast<float>(level);
+    }
+  }
+
+ private:
+  int s_;
+  std::size_t width_;
+};
+
+// Scaled sign (Karimireddy et al. 2019, Algorithm 1: C(v) = ||v||_1 / d * sign(v)): f32 scale,
+// then one bit per entry (1 = negative), LSB first.
+class SignCompressor final : public Compressor {
+ public:
+  std::string name() const override { return "sign"; }
+  std::size_t max_bytes(std::size_t n) const override { return 4 + (n + 7) / 8; }
+  std::size_t encode(std::span<const float> v, std::span<std::byte> out, Rng&) const override {
+    double l1 = 0;
+    for (float x : v) l1 += std::fabs(x);
+    put<float>(out, 0, v.empty() ? 0.0f : static_cast<float>(l1 / v.size()));
+    std::memset(out.data() + 4, 0, (v.size() + 7) / 8);
+    for (std::size_t i = 0; i < v.size(); ++i) {
+      if (std::signbit(v[i])) out[4 + i / 8] |= std::byte{1} << (i % 8);
+    }
+    return max_bytes(v.size());
+  }
+  void decode_add(std::span<const std::byte> m, float scale, std::span<float> out) const override {
+    if (m.size() != max_bytes(out.size())) malformed(name(), m.size(), out.size());
+    const float a = scale * get<float>(m, 0);
+    for (std::size_t i = 0; i < out.size(); ++i) {
+      const bool neg = std::to_integer<int>(m[4 + i / 8] >> (i % 8)) & 1;
+      out[i] += neg ? -a : a;
+    }
+  }
+};
+
+class HalfCompressor final : public Compressor {
+ public:
+  explicit HalfCompressor(bool bf16) : bf16_(bf16) {}
+  std::string name() const override { return bf16_ ? "bf16" : "fp16"; }
+  std::size_t max_bytes(std::size_t n) const override { return 2 * n; }
+  std::size_t encode(std::span<const float> v, std::span<std::byte> out, Rng&) const override {
+    for (std::size_t i = 0; i < v.size(); ++i) {
+      put<std::uint16_t>(out, 2 * i, bf16_ ? to_bf16(v[i]) : to_fp16(v[i]));
+    }
+    return 2 * v.size();
+  }
+  void decode_add(std::span<const std::byte> m, float scale, std::span<float> out) const override {
+    if (m.size() != 2 * out.size()) malformed(name(), m.size(), out.size());
+    for (std::size_t i = 0; i < out.size(); ++i) {
+      const auto h = get<std::uint16_t>(m, 2 * i);
+      out[i] += scale * (bf16_ ? from_bf16(h) : from_fp16(h));
+    }
+  }
+
+ private:
+  bool bf16_;
+};
+
+}  // namespace
+
+std::unique_ptr<Compressor> make_compressor(const CompressorConfig& c) {
+  if (c.name == "none") return std::make_unique<NoneCompressor>();
+  if (c.name == "topk") return std::make_unique<SparseCompressor>(true, c.ratio);
+  if (c.name == "randomk") return std::make_unique<SparseCompressor>(false, c.ratio);
+  if (c.name == "qsgd") return std::make_unique<QsgdCompressor>(c.levels);
+  if (c.name == "sign") return std::make_unique<SignCompressor>();
+  if (c.name == "fp16") return std::make_unique<HalfCompressor>(false);
+  if (c.name == "bf16") return std::make_unique<HalfCompressor>(true);
+  throw ConfigError(fmt::format(
+      "algorithm.compressor.name: unknown compressor '{}' (none, topk, randomk, qsgd, sign, fp16, "
+      "bf16)",
+      c.name));
+}
+
+std::size_t ErrorFeedback::encode(std::span<const float> v, std::span<std::byte> out, Rng& rng) {
+  for (std::size_t i = 0; i < e_.size(); ++i) e_[i] += v[i];
+  const std::size_t bytes = compressor_.encode(e_, out, rng);
+  compressor_.decode_add(out.first(bytes), -1.0f, e_);
+  return bytes;
+}
+
+std::uint16_t to_fp16(float f) {
+  const std::uint32_t x = std::bit_cast<std::uint32_t>(f);
+  const std::uint32_t sign = (x >> 16) & 0x8000u;
+  const std::uint32_t abs = x & 0x7FFFFFFFu;
+  if (abs >= 0x7F800000u) return static_cast<std::uint16_t>(sign | (abs > 0x7F800000u ? 0x7E00u : 0x7C00u));
+  if (abs >= 0x477FF000u) return static_cast<std::uint16_t>(sign | 0x7C00u);  // rounds to >= 65520
+  if (abs < 0x38800000u) {  // below 2^-14: a subnormal half (or zero)
+    // Scale into the subnormal grid (units of 2^-24) with round-to-nearest-even by the FPU.
+    const float scaled = std::bit_cast<float>(abs) * 16777216.0f;
+    return static_cast<std::uint16_t>(sign | static_cast<std::uint32_t>(std::nearbyint(scaled)));
+  }
+  // Normal: rebias the exponent (127 -> 15) and round the 13 dropped mantissa bits to even.
+  std::uint32_t h = (abs - 0x38000000u) >> 13;
+  const std::uint32_t rest = abs & 0x1FFFu;
+  if (rest > 0x1000u || (rest == 0x1000u && (h & 1u))) ++h;
+  return static_cast<std::uint16_t>(sign | h);
+}
+
+float from_fp16(std::uint16_t h) {
+  const std::uint32_t sign = static_cast<std::uint32_t>(h & 0x8000u) << 16;
+  const std::uint32_t exp = (h >> 10) & 0x1Fu, man = h & 0x3FFu;
+  if (exp == 0) {
+    const float v = static_cast<float>(man) * 0x1.0p-24f;
+    return sign ? -v : v;
+  }
+  if (exp == 31) return std::bit_cast<float>(sign | 0x7F800000u | (man << 13));
+  return std::bit_cast<float>(sign | ((exp + 112u) << 23) | (man << 13));
+}
+
+std::uint16_t to_bf16(float f) {
+  const std::uint32_t x = std::bit_cast<std::uint32_t>(f);
+  if ((x & 0x7FFFFFFFu) > 0x7F800000u) return static_cast<std::uint16_t>((x >> 16) | 0x40u);
+  const std::uint32_t rounding = 0x7FFFu + ((x >> 16) & 1u);
+  return static_cast<std::uint16_t>((x + rounding) >> 16);
+}
+
+float from_bf16(std::uint16_t h) { return std::bit_cast<float>(static_cast<std::uint32_t>(h) << 16); }
+
+}  // namespace murmur::optimizers

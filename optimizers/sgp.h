@@ -1,0 +1,62 @@
+// Stochastic Gradient Push (`sgp`, Assran et al. 2019, "Stochastic Gradient Push for
+// Distributed Deep Learning"): push-sum gossip, for directed and time-varying graphs with
+// column-stochastic weights. Each peer keeps the biased numerator x_i and a weight w_i; it sends
+// (x_i, w_i) to its out-neighbors, who scale them by the sender's push weight, and its model is
+// z_i = x_i / w_i. The parameter arena always holds z_i: the local optimizer steps z and the
+// step is carried over to x. Overlap SGP (algorithm.tau = T > 0, or overlap with T = 1): a
+// round's messages are posted without waiting and consumed T rounds later, so a message may be
+// up to T steps late and mass is never lost. Not thread-safe.
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "optimizers/averaging.h"
+#include "optimizers/comm_thread.h"
+
+namespace murmur::optimizers {
+
+class Sgp final : public Averaging {
+ public:
+  // x starts as the parameters and w as 1.
+  explicit Sgp(const AveragingContext& ctx);
+  ~Sgp() override;
+  void after_step(std::int64_t step) override;
+  // Consumes every round still in flight and waits until our own messages have been taken.
+  void flush() override;
+  // out <- x / w (what the arena holds after flush()); returns true.
+  bool debiased(std::span<float> out) const override;
+
+  std::vector<std::pair<std::string, std::span<float>>> state() override;
+  std::map<std::string, std::string> scalars() const override;
+  void restore_scalars(const std::map<std::string, std::string>& scalars) override;
+
+  double weight() const { return w_; }
+
+ private:
+  struct Round {  // one round in flight: what was sent, where its messages land
+    std::int64_t round = -1;
+    std::vector<transport::Request> sends, recvs;
+    std::vector<double> recv_weights;
+    std::unique_ptr<RecvSlots> slots;
+  };
+  void consume(Round& r);  // waits for r's messages and adds them to (x, w)
+  void publish();          // params <- x / w
+
+  transport::Transport& transport_;
+  std::span<float> params_;
+  int local_steps_, tau_;
+  transport::CollectiveOptions options_;
+  MixingSchedule schedule_;
+  std::vector<float> x_;
+  double w_ = 1.0;
+  // tau + 1 send buffers of n + 1 floats (x then w), one registration.
+  std::size_t stride_;
+  std::vector<float> send_;
+  std::unique_ptr<transport::Region> send_region_;
+  std::vector<Round> rounds_;  // round t uses rounds_[t % (tau + 1)]
+  std::int64_t consumed_ = -1;  // every round <= consumed_ has been added
+  std::int64_t posted_ = -1;
+};
+
+}  // namespace murmur::optimizers

@@ -1,0 +1,111 @@
+#include "tests/optimizers/consensus_util.h"
+
+#include <stdlib.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+
+#include <fmt/format.h>
+
+#include "core/rng.h"
+#include "optimizers/averaging.h"
+#include "tests/transport/backends.h"
+#include "topology/spectral.h"
+
+// The transport test harness is compiled into this executable too (test_optimizers globs only
+// tests/optimizers/*.cc), so the consensus tests run over exactly the backends it runs.
+#include "tests/transport/backends.cc"
+
+namespace murmur::optimizers::testing {
+
+namespace tt = transport::testing;
+
+std::vector<float> initial_vector(std::uint64_t seed, int rank, std::size_t dim) {
+  Rng rng = Rng(seed).fork(static_cast<std::uint64_t>(rank));
+  std::vector<float> x(dim);
+  for (auto& v : x) v = static_cast<float>(rng.normal());
+  return x;
+}
+
+double slem(const TopologyConfig& topology, int n, std::uint64_t seed) {
+  return topology::analyze(topology::mixing_at(topology, n, seed, 0)).second_eigenvalue;
+}
+
+TopologyConfig graph(const std::string& name, const std::string& weights, int k) {
+  TopologyConfig c;
+  c.graph = name;
+  c.weights = weights;
+  c.k = k;
+  return c;
+}
+
+AlgorithmConfig algorithm(const std::string& name) {
+  AlgorithmConfig c;
+  c.name = name;
+  return c;
+}
+
+ConsensusResult run_consensus(const ConsensusRun& run) {
+  char dir_template[] = "/tmp/murmur-consensus-XXXXXX";
+  const std::string dir = ::mkdtemp(dir_template);
+  const std::size_t d = run.dim;
+  auto body = [&](tt::RankContext& ctx) {
+    const int n = ctx.size(), r = ctx.rank();
+    std::vector<double> mean(d, 0.0);
+    for (int q = 0; q < n; ++q) {
+      auto x = initial_vector(run.seed, q, d);
+      for (std::size_t i = 0; i < d; ++i) mean[i] += x[i] / n;
+    }
+    std::vector<float> params = initial_vector(run.seed, r, d), model(d);
+    auto region = ctx.transport().register_region(std::as_writable_bytes(std::span(params)));
+    TransportConfig tc;
+    tc.recv_timeout_ms = 30000;
+    AveragingContext actx{run.algorithm, run.topology, tc, ctx.transport(), *region, params, run.seed};
+    auto averaging = make_averaging(actx);
+    auto distance = [&] {
+      std::span<const float> z = averaging->debiased(model) ? std::span<const float>(model)
+                                                            : std::span<const float>(params);
+      double s = 0;
+      for (std::size_t i = 0; i < d; ++i) s += (z[i] - mean[i]) * (z[i] - mean[i]);
+      return s;
+    };
+    std::vector<double> out{distance()};
+    for (int t = 1; t <= run.rounds; ++t) {
+      averaging->after_step(t);
+      out.push_back(distance());
+    }
+    averaging->flush();
+    out.push_back(distance());
+    std::span<const float> z = averaging->debiased(model) ? std::span<const float>(model)
+                                                          : std::span<const float>(params);
+    std::ofstream f(fmt::format("{}/rank{}", dir, r), std::ios::binary);
+    f.write(reinterpret_cast<const char*>(out.data()), out.size() * sizeof(double));
+    f.write(reinterpret_cast<const char*>(z.data()), d * sizeof(float));
+  };
+  tt::RunOptions options;
+  options.timeout = std::chrono::seconds(100);
+  ConsensusResult result;
+  result.failures = tt::failures(tt::run_ranks(run.backend, run.ranks, body, options));
+  result.error.assign(run.rounds + 1, 0.0);
+  std::vector<float> z0(d), z(d);
+  for (int r = 0; r < run.ranks && result.failures.empty(); ++r) {
+    std::ifstream f(fmt::format("{}/rank{}", dir, r), std::ios::binary);
+    std::vector<double> e(run.rounds + 2);
+    f.read(reinterpret_cast<char*>(e.data()), e.size() * sizeof(double));
+    f.read(reinterpret_cast<char*>((r == 0 ? z0 : z).data()), d * sizeof(float));
+    if (!f) result.failures += fmt::format("rank {}: no result file\n", r);
+    for (int t = 0; t <= run.rounds; ++t) result.error[t] += e[t];
+    result.flushed += e[run.rounds + 1];
+    for (std::size_t i = 0; r > 0 && i < d; ++i) {
+      result.spread = std::max<double>(result.spread, std::fabs(z[i] - z0[i]));
+    }
+  }
+  for (auto& e : result.error) e = std::sqrt(e);
+  result.flushed = std::sqrt(result.flushed);
+  std::error_code ec;
+  std::filesystem::remove_all(dir, ec);
+  return result;
+}
+
+}  // namespace murmur::optimizers::testing

@@ -1,0 +1,44 @@
+// Shared by the consensus tests: runs an averaging algorithm on n ranks (inproc threads or
+// forked processes, via the transport test harness) with random initial vectors and no
+// gradients, and returns the distance to the initial mean after every round. Each rank derives
+// every rank's initial vector from the seed, so it knows the true mean without communicating;
+// ranks write their per-round distances to files in a fresh temp dir that the caller sums.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/config.h"
+
+namespace murmur::optimizers::testing {
+
+struct ConsensusRun {
+  std::string backend = "inproc";
+  int ranks = 8;
+  TopologyConfig topology;
+  AlgorithmConfig algorithm;
+  int rounds = 10;
+  std::size_t dim = 1000;
+  std::uint64_t seed = 7;
+};
+
+struct ConsensusResult {
+  std::string failures;        // "" when every rank returned normally
+  std::vector<double> error;   // error[t]: sqrt(sum_r ||z_r - mean||^2) after t rounds (t = 0..rounds)
+  double flushed = 0;          // the same after flush() following the last round
+  double spread = 0;           // max over ranks and entries of |z_r - z_0| after flush()
+};
+
+// Rank r's initial entry i: standard normal from Rng(seed).fork(r).
+std::vector<float> initial_vector(std::uint64_t seed, int rank, std::size_t dim);
+
+ConsensusResult run_consensus(const ConsensusRun& run);
+
+// The second-largest eigenvalue modulus of the round-0 mixing matrix.
+double slem(const TopologyConfig& topology, int n, std::uint64_t seed);
+
+TopologyConfig graph(const std::string& name, const std::string& weights = "uniform", int k = 1);
+AlgorithmConfig algorithm(const std::string& name);
+
+}  // namespace murmur::optimizers::testing
