@@ -5,7 +5,8 @@
 namespace murmur::topology {
 
 std::string to_dot(const Graph& g, std::string_view name, const MixingMatrix* weights) {
-  std::string out = fmt::format("{} \"{}\" {{\n  node [shape=circle];\n",
+  // circo lays ranks out on a circle, which is how rings and exponential graphs read best.
+  std::string out = fmt::format("{} \"{}\" {{\n  layout=circo;\n  node [shape=circle];\n",
                                 g.directed ? "digraph" : "graph", name);
   for (int i = 0; i < g.n; ++i) out += fmt::format("  {};\n", i);
   const char* arrow = g.directed ? "->" : "--";

@@ -36,6 +36,14 @@ class ScratchDir {
   std::filesystem::path path_;
 };
 
+// `p` in single quotes for the shell (paths here come from temp_directory_path: no quotes).
+inline std::string quoted(const std::filesystem::path& p) {
+  std::string q(1, '\'');
+  q.append(p.string());
+  q.push_back('\'');
+  return q;
+}
+
 inline void write_file(const std::filesystem::path& p, const std::string& text) {
   std::ofstream(p, std::ios::binary) << text;
 }
@@ -47,15 +55,23 @@ inline std::string read_file(const std::filesystem::path& p) {
   return s.str();
 }
 
-// Runs `command` through the shell with stdout and stderr sent to a file in `dir`; returns the
-// exit status and that output.
-inline std::pair<int, std::string> run_command(const std::string& command,
-                                               const std::filesystem::path& dir) {
+struct CommandResult {
+  int code = -1;    // exit status, or -1 if it did not exit normally
+  std::string out;  // its stdout
+  std::string err;  // its stderr
+};
+
+// Runs `command` through the shell, with stdout and stderr captured in files in `dir`.
+inline CommandResult run_command(const std::string& command, const std::filesystem::path& dir) {
   const auto out = dir / "command.out";
-  const std::string full = command + " >'" + out.string() + "' 2>&1";
+  const auto err = dir / "command.err";
+  const std::string full = command + " >" + quoted(out) + " 2>" + quoted(err);
   const int status = std::system(full.c_str());
-  const int code = (status != -1 && WIFEXITED(status)) ? WEXITSTATUS(status) : -1;
-  return {code, read_file(out)};
+  CommandResult r;
+  r.code = (status != -1 && WIFEXITED(status)) ? WEXITSTATUS(status) : -1;
+  r.out = read_file(out);
+  r.err = read_file(err);
+  return r;
 }
 
 // Returns true iff /usr/bin/python3 can import numpy.
@@ -69,12 +85,12 @@ inline std::optional<std::string> run_python(const std::string& script, const st
                                              const std::filesystem::path& dir) {
   const auto file = dir / "check.py";
   write_file(file, script);
-  auto [code, output] = run_command("/usr/bin/python3 '" + file.string() + "' " + args, dir);
-  if (code != 0) {
-    std::fprintf(stderr, "python failed (%d):\n%s\n", code, output.c_str());
+  const CommandResult r = run_command("/usr/bin/python3 " + quoted(file) + " " + args, dir);
+  if (r.code != 0) {
+    std::fprintf(stderr, "python failed (%d):\n%s%s\n", r.code, r.out.c_str(), r.err.c_str());
     return std::nullopt;
   }
-  return output;
+  return r.out;
 }
 
 }  // namespace murmur::topology::testing

@@ -128,7 +128,7 @@ for m in json.load(open(sys.argv[1])):
                 "re": sorted(ev.real.tolist()), "im": sorted(np.abs(ev.imag).tolist())})
 print(json.dumps(out))
 )";
-  const auto output = testing::run_python(script, "'" + (dir.path() / "in.json").string() + "'",
+  const auto output = testing::run_python(script, testing::quoted(dir.path() / "in.json"),
                                           dir.path());
   REQUIRE(output.has_value());
   const auto expected = nlohmann::json::parse(*output);
