@@ -51,7 +51,7 @@ void check_theory(const ConsensusResult& r, double lambda, int rounds) {
 
 TEST_CASE("dpsgd and sgp match the spectral rate on every static graph", "[consensus]") {
   const int n = GENERATE(8, 16, 64);
-  for (const std::string& name : {"dpsgd", "sgp"}) {
+  for (const std::string name : {"dpsgd", "sgp"}) {
     for (const auto& g : static_graphs(n)) {
       if (n == 64 && name == "sgp" && g == "complete") continue;  // same arithmetic as dpsgd
       CAPTURE(n, name, g);
@@ -101,7 +101,7 @@ TEST_CASE("overlapped dpsgd lands the same rounds one call later", "[consensus]"
 TEST_CASE("one-peer exponential graph reaches the exact mean after log2(n) rounds",
           "[consensus]") {
   const int n = GENERATE(8, 16, 64);
-  for (const std::string& name : {"dpsgd", "sgp"}) {
+  for (const std::string name : {"dpsgd", "sgp"}) {
     CAPTURE(n, name);
     ConsensusRun run;
     run.ranks = n;
@@ -189,7 +189,7 @@ TEST_CASE("dpsgd refuses weights that are not doubly stochastic", "[consensus]")
 
 TEST_CASE("allreduce, local_sgd and diloco average exactly", "[consensus]") {
   const int n = GENERATE(8, 16);
-  for (const std::string& name : {"allreduce", "local_sgd", "diloco"}) {
+  for (const std::string name : {"allreduce", "local_sgd", "diloco"}) {
     CAPTURE(n, name);
     ConsensusRun run;
     run.ranks = n;
@@ -238,6 +238,78 @@ TEST_CASE("adpsgd pairwise gossip converges and keeps the mean", "[consensus]") 
   CHECK(r.error[run.rounds] < r.error[0]);
   INFO(fmt::format("error ratio after flush: {:.3g}", r.flushed / r.error[0]));
   CHECK(r.flushed / r.error[0] < 1e-3);
+}
+
+}  // namespace
+}  // namespace murmur::optimizers::testing
+
+namespace murmur::optimizers::testing {
+namespace {
+
+TEST_CASE("choco without compression and gamma 1 is plain gossip", "[consensus][choco]") {
+  const int n = GENERATE(8, 16);
+  ConsensusRun run;
+  run.ranks = n;
+  run.topology = graph("ring");
+  run.algorithm = algorithm("choco");
+  run.algorithm.compressor.name = "none";
+  const double lambda = slem(run.topology, n, run.seed);
+  run.rounds = rounds_for(lambda);
+  check_theory(run_consensus(run), lambda, run.rounds);
+}
+
+TEST_CASE("choco with top-1% still reaches consensus", "[consensus][choco]") {
+  const int n = GENERATE(8, 16);
+  CAPTURE(n);
+  ConsensusRun run;
+  run.ranks = n;
+  run.topology = graph(n == 8 ? "ring" : "torus");
+  run.algorithm = algorithm("choco");
+  run.algorithm.compressor.name = "topk";
+  run.algorithm.compressor.ratio = 0.01;  // 10 of 1000 entries per message
+  run.algorithm.consensus_lr = 0.02;
+  run.rounds = 2000;
+  auto r = run_consensus(run);
+  INFO(r.failures);
+  REQUIRE(r.failures.empty());
+  INFO(fmt::format("error ratio after 500 / 1000 / 2000 rounds: {:.3g} / {:.3g} / {:.3g}",
+                   r.error[500] / r.error[0], r.error[1000] / r.error[0],
+                   r.error[2000] / r.error[0]));
+  CHECK(r.error[500] < r.error[0]);
+  CHECK(r.error[2000] / r.error[0] < 1e-3);
+}
+
+TEST_CASE("choco reaches consensus with every compressor", "[consensus][choco]") {
+  struct Case {
+    const char* name;
+    double gamma;
+    int rounds;
+  };
+  const Case c = GENERATE(Case{"randomk", 0.02, 2000}, Case{"qsgd", 0.3, 400},
+                          Case{"sign", 0.05, 2000}, Case{"fp16", 1.0, 100},
+                          Case{"bf16", 1.0, 100});
+  CAPTURE(c.name);
+  ConsensusRun run;
+  run.ranks = 8;
+  run.topology = graph("ring");
+  run.algorithm = algorithm("choco");
+  run.algorithm.compressor.name = c.name;
+  run.algorithm.compressor.ratio = 0.05;
+  run.algorithm.consensus_lr = c.gamma;
+  run.rounds = c.rounds;
+  auto r = run_consensus(run);
+  INFO(r.failures);
+  REQUIRE(r.failures.empty());
+  INFO(fmt::format("error ratio after {} rounds: {:.3g}", c.rounds, r.error[c.rounds] / r.error[0]));
+  CHECK(r.error[c.rounds] / r.error[0] < 1e-3);
+}
+
+TEST_CASE("choco refuses time-varying graphs", "[consensus][choco]") {
+  ConsensusRun run;
+  run.ranks = 8;
+  run.topology = graph("one_peer_exponential");
+  run.algorithm = algorithm("choco");
+  CHECK_THAT(run_consensus(run).failures, Catch::Contains("static graph"));
 }
 
 }  // namespace

@@ -1,0 +1,214 @@
+// Compressors: the message each one writes decodes to what its definition says (top-k keeps
+// the largest entries, QSGD is unbiased, sign keeps the mean magnitude), fp16/bf16 round to
+// nearest even, error feedback loses nothing, and malformed messages are refused.
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <cstring>
+#include <set>
+
+#include "core/error.h"
+#include "optimizers/compressor.h"
+
+namespace murmur::optimizers {
+namespace {
+
+std::vector<float> random_vector(std::size_t n, std::uint64_t seed) {
+  Rng rng(seed);
+  std::vector<float> v(n);
+  for (auto& x : v) x = static_cast<float>(rng.normal());
+  return v;
+}
+
+std::unique_ptr<Compressor> compressor(const std::string& name, double ratio = 0.01, int levels = 16) {
+  CompressorConfig c;
+  c.name = name;
+  c.ratio = ratio;
+  c.levels = levels;
+  return make_compressor(c);
+}
+
+std::vector<float> roundtrip(const Compressor& c, std::span<const float> v, Rng& rng,
+                             std::size_t* bytes = nullptr) {
+  std::vector<std::byte> msg(c.max_bytes(v.size()));
+  const std::size_t used = c.encode(v, msg, rng);
+  REQUIRE(used <= msg.size());
+  if (bytes) *bytes = used;
+  std::vector<float> out(v.size(), 0.0f);
+  c.decode_add(std::span(msg).first(used), 1.0f, out);
+  return out;
+}
+
+TEST_CASE("fp16 conversion rounds to nearest even and round-trips every half", "[compressor]") {
+  CHECK(to_fp16(1.0f) == 0x3C00);
+  CHECK(to_fp16(-2.0f) == 0xC000);
+  CHECK(to_fp16(65504.0f) == 0x7BFF);
+  CHECK(to_fp16(65519.0f) == 0x7BFF);
+  CHECK(to_fp16(65520.0f) == 0x7C00);  // rounds up to infinity
+  CHECK(to_fp16(1.0f + 0x1.0p-11f) == 0x3C00);          // tie: to even
+  CHECK(to_fp16(1.0f + 3 * 0x1.0p-11f) == 0x3C02);      // tie: to even, upwards
+  CHECK(to_fp16(0x1.0p-24f) == 0x0001);                 // smallest subnormal
+  CHECK(to_fp16(0x1.0p-26f) == 0x0000);                 // below half of it
+  CHECK(to_fp16(0x1.8p-24f) == 0x0002);                 // subnormal tie: to even
+  CHECK(std::isnan(from_fp16(to_fp16(std::numeric_limits<float>::quiet_NaN()))));
+  CHECK(std::isinf(from_fp16(to_fp16(std::numeric_limits<float>::infinity()))));
+  int bad = 0;
+  for (std::uint32_t h = 0; h < 65536; ++h) {
+    const float f = from_fp16(static_cast<std::uint16_t>(h));
+    if (std::isnan(f)) continue;
+    if (to_fp16(f) != h) ++bad;
+  }
+  CHECK(bad == 0);
+}
+
+TEST_CASE("bf16 conversion rounds to nearest even and round-trips every bfloat", "[compressor]") {
+  CHECK(to_bf16(1.0f) == 0x3F80);
+  CHECK(to_bf16(1.0f + 0x1.0p-8f) == 0x3F80);      // tie: to even
+  CHECK(to_bf16(1.0f + 3 * 0x1.0p-8f) == 0x3F82);  // tie: to even, upwards
+  CHECK(std::isnan(from_bf16(to_bf16(std::numeric_limits<float>::quiet_NaN()))));
+  int bad = 0;
+  for (std::uint32_t h = 0; h < 65536; ++h) {
+    const float f = from_bf16(static_cast<std::uint16_t>(h));
+    if (std::isnan(f)) continue;
+    if (to_bf16(f) != h) ++bad;
+  }
+  CHECK(bad == 0);
+}
+
+TEST_CASE("fp16 and bf16 compressors keep each entry within half an ulp", "[compressor]") {
+  auto v = random_vector(1000, 1);
+  Rng rng(2);
+  std::size_t bytes = 0;
+  auto h = roundtrip(*compressor("fp16"), v, rng, &bytes);
+  CHECK(bytes == 2000);
+  auto b = roundtrip(*compressor("bf16"), v, rng);
+  for (std::size_t i = 0; i < v.size(); ++i) {
+    CHECK(std::fabs(h[i] - v[i]) <= std::fabs(v[i]) * 0x1.0p-11f + 0x1.0p-25f);
+    CHECK(std::fabs(b[i] - v[i]) <= std::fabs(v[i]) * 0x1.0p-8f);
+  }
+}
+
+TEST_CASE("topk keeps exactly the k largest magnitudes", "[compressor]") {
+  auto v = random_vector(1000, 3);
+  Rng rng(4);
+  std::size_t bytes = 0;
+  auto out = roundtrip(*compressor("topk", 0.01), v, rng, &bytes);
+  CHECK(bytes == 4 + 8 * 10);
+  std::vector<float> mags;
+  for (float x : v) mags.push_back(std::fabs(x));
+  std::sort(mags.rbegin(), mags.rend());
+  int kept = 0;
+  for (std::size_t i = 0; i < v.size(); ++i) {
+    if (out[i] != 0.0f) {
+      ++kept;
+      CHECK(out[i] == v[i]);
+      CHECK(std::fabs(v[i]) >= mags[9]);
+    } else {
+      CHECK(std::fabs(v[i]) <= mags[9]);
+    }
+  }
+  CHECK(kept == 10);
+}
+
+TEST_CASE("randomk keeps k distinct entries, drawn afresh each call", "[compressor]") {
+  auto v = random_vector(1000, 5);
+  Rng rng(6);
+  auto c = compressor("randomk", 0.05);
+  auto a = roundtrip(*c, v, rng), b = roundtrip(*c, v, rng);
+  int kept_a = 0, same = 0;
+  for (std::size_t i = 0; i < v.size(); ++i) {
+    if (a[i] != 0.0f) {
+      ++kept_a;
+      CHECK(a[i] == v[i]);
+      if (b[i] != 0.0f) ++same;
+    }
+  }
+  CHECK(kept_a == 50);
+  CHECK(same < 50);
+}
+
+TEST_CASE("qsgd is unbiased and on its grid of s levels", "[compressor]") {
+  const int s = GENERATE(4, 16, 200);
+  CAPTURE(s);
+  auto v = random_vector(256, 7);
+  auto c = compressor("qsgd", 0.01, s);
+  double norm = 0;
+  for (float x : v) norm += double(x) * x;
+  norm = std::sqrt(norm);
+  Rng rng(8);
+  std::vector<double> sum(v.size(), 0.0);
+  const int draws = 2000;
+  for (int t = 0; t < draws; ++t) {
+    auto q = roundtrip(*c, v, rng);
+    for (std::size_t i = 0; i < v.size(); ++i) {
+      const double level = q[i] / norm * s;
+      REQUIRE(std::fabs(level - std::round(level)) < 1e-3);
+      REQUIRE(std::fabs(q[i]) <= std::ceil(std::fabs(v[i]) / norm * s) * norm / s + 1e-5);
+      sum[i] += q[i];
+    }
+  }
+  // Each draw has variance <= (norm / s)^2 / 4 per entry; the mean of 2000 is within 5 sigma.
+  const double tol = 5 * norm / s / 2 / std::sqrt(draws);
+  for (std::size_t i = 0; i < v.size(); ++i) CHECK(std::fabs(sum[i] / draws - v[i]) <= tol);
+  CHECK(c->contraction_scale(1000) < 1.0);
+}
+
+TEST_CASE("sign keeps the signs and the mean magnitude", "[compressor]") {
+  auto v = random_vector(1001, 9);
+  Rng rng(10);
+  std::size_t bytes = 0;
+  auto out = roundtrip(*compressor("sign"), v, rng, &bytes);
+  CHECK(bytes == 4 + 126);
+  double l1 = 0;
+  for (float x : v) l1 += std::fabs(x);
+  for (std::size_t i = 0; i < v.size(); ++i) {
+    CHECK(std::signbit(out[i]) == std::signbit(v[i]));
+    CHECK(std::fabs(out[i]) == Approx(l1 / v.size()).epsilon(1e-6));
+  }
+}
+
+TEST_CASE("error feedback sends everything eventually", "[compressor]") {
+  for (const std::string name : {"sign", "topk", "qsgd"}) {
+    CAPTURE(name);
+    auto c = compressor(name, 0.05);
+    ErrorFeedback ef(*c, 500);
+    Rng rng(11);
+    std::vector<double> sent(500, 0.0), given(500, 0.0);
+    std::vector<std::byte> msg(c->max_bytes(500));
+    for (int t = 0; t < 50; ++t) {
+      auto v = random_vector(500, 100 + t);
+      const std::size_t bytes = ef.encode(v, msg, rng);
+      std::vector<float> q(500, 0.0f);
+      c->decode_add(std::span(msg).first(bytes), 1.0f, q);
+      for (int i = 0; i < 500; ++i) {
+        sent[i] += q[i];
+        given[i] += v[i];
+      }
+    }
+    // sum of messages + the carried error = sum of inputs (telescoping).
+    for (int i = 0; i < 500; ++i) CHECK(sent[i] + ef.error()[i] == Approx(given[i]).margin(1e-3));
+  }
+}
+
+TEST_CASE("malformed messages and unknown names are refused", "[compressor]") {
+  std::vector<float> out(100);
+  std::vector<std::byte> junk(7);
+  for (const std::string name : {"none", "topk", "randomk", "qsgd", "sign", "fp16", "bf16"}) {
+    CAPTURE(name);
+    CHECK_THROWS_AS(compressor(name)->decode_add(junk, 1.0f, out), ProtocolError);
+  }
+  // A top-k index past the end of the vector.
+  std::vector<std::byte> msg(12);
+  const std::uint32_t k = 1, idx = 100;
+  const float val = 1.0f;
+  std::memcpy(msg.data(), &k, 4);
+  std::memcpy(msg.data() + 4, &idx, 4);
+  std::memcpy(msg.data() + 8, &val, 4);
+  CHECK_THROWS_AS(compressor("topk")->decode_add(msg, 1.0f, out), ProtocolError);
+  CHECK_THROWS_AS(compressor("zip"), ConfigError);
+}
+
+}  // namespace
+}  // namespace murmur::optimizers
