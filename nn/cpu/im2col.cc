@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cstring>
 
+#include "nn/cpu/threads.h"
+
 namespace murmur::nn::cpu {
 namespace {
 
@@ -27,10 +29,15 @@ void im2col(const ConvGeometry& g, const float* x, int first, int count, float* 
   const std::size_t plane = static_cast<std::size_t>(g.in_h) * g.in_w;
   const std::size_t out_plane = static_cast<std::size_t>(oh_n) * ow_n;
   const std::size_t ld = out_plane * count;
-  for (int c = 0; c < g.in_channels; ++c) {
-    for (int ki = 0; ki < g.kernel_h; ++ki) {
-      for (int kj = 0; kj < g.kernel_w; ++kj) {
-        float* row = col + ((static_cast<std::size_t>(c) * g.kernel_h + ki) * g.kernel_w + kj) * ld;
+  const int taps = g.kernel_h * g.kernel_w;
+  // Rows are independent, so the compute threads split them (conv1 has one channel but 25).
+  parallel_for(g.patch(), 1, [&](std::int64_t row_begin, std::int64_t row_end) {
+    for (std::int64_t r = row_begin; r < row_end; ++r) {
+      const int c = static_cast<int>(r / taps);
+      const int ki = static_cast<int>(r % taps) / g.kernel_w;
+      const int kj = static_cast<int>(r % taps) % g.kernel_w;
+      {
+        float* row = col + static_cast<std::size_t>(r) * ld;
         const int off_w = kj - g.pad_w;
         const ValidRange vr = valid_range(ow_n, g.in_w, g.stride_w, off_w);
         for (int n = 0; n < count; ++n) {
@@ -54,7 +61,7 @@ void im2col(const ConvGeometry& g, const float* x, int first, int count, float* 
         }
       }
     }
-  }
+  });
 }
 
 void col2im(const ConvGeometry& g, const float* col, int first, int count, float* dx) {
@@ -62,7 +69,9 @@ void col2im(const ConvGeometry& g, const float* col, int first, int count, float
   const std::size_t plane = static_cast<std::size_t>(g.in_h) * g.in_w;
   const std::size_t out_plane = static_cast<std::size_t>(oh_n) * ow_n;
   const std::size_t ld = out_plane * count;
-  for (int c = 0; c < g.in_channels; ++c) {
+  // Channels write disjoint planes of dx, so the compute threads split them.
+  parallel_for(g.in_channels, 1, [&](std::int64_t c_begin, std::int64_t c_end) {
+  for (int c = static_cast<int>(c_begin); c < c_end; ++c) {
     for (int ki = 0; ki < g.kernel_h; ++ki) {
       for (int kj = 0; kj < g.kernel_w; ++kj) {
         const float* row =
@@ -86,6 +95,7 @@ void col2im(const ConvGeometry& g, const float* col, int first, int count, float
       }
     }
   }
+  });
 }
 
 }  // namespace murmur::nn::cpu

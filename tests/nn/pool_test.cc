@@ -127,3 +127,18 @@ TEST_CASE("pooling backward matches finite differences", "[nn][pool][gradcheck]"
     }
   }
 }
+
+TEST_CASE("max pooling propagates NaN as PyTorch does", "[nn][pool]") {
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  // The 2x2 fast path and the general path (3x3 window, stride 1) both keep a NaN once seen.
+  for (const PoolGeometry g : {PoolGeometry{1, 2, 2, 2, 2, 2, 2, 0, 0},
+                               PoolGeometry{1, 3, 3, 3, 3, 1, 1, 0, 0}}) {
+    std::vector<float> x(g.in_size(), 1.0f);
+    x[1] = nan;
+    x.back() = 5.0f;  // a larger value after the NaN does not replace it
+    std::vector<float> y(1), arg(1);
+    murmur::nn::cpu::maxpool2d_forward(g, x.data(), y.data(), arg.data());
+    CHECK(std::isnan(y[0]));
+    CHECK(arg[0] == 1.0f);
+  }
+}
