@@ -83,7 +83,7 @@ TEST_CASE("random k-out weights are column-stochastic (push-sum)", "[topology]")
   REQUIRE(some_row_broken);
 }
 
-TEST_CASE("uniform weights on an irregular graph are only row-stochastic; metropolis fixes it",
+TEST_CASE("uniform weights on an irregular graph are only row-stochastic, metropolis is doubly",
           "[topology]") {
   TopologyConfig c = named("custom");
   c.edges = {{0, 1}, {0, 2}, {0, 3}};  // a star

@@ -54,7 +54,7 @@ TEST_CASE("second eigenvalues match closed forms", "[topology]") {
   REQUIRE(complete.rounds_to_10x == 1);
 }
 
-TEST_CASE("connected graphs have a positive spectral gap; disconnected ones none", "[topology]") {
+TEST_CASE("connected graphs have a positive spectral gap, disconnected ones none", "[topology]") {
   struct Case {
     const char* graph;
     const char* weights;
