@@ -25,6 +25,7 @@ struct ResumeState {
   nn::BatchLoader::State loader;
   Rng::State rng{};                 // the peer's training RNG (dropout)
   std::map<std::string, std::string> extra;  // algorithm scalars, e.g. push-sum weight
+  std::string config_json;          // the resolved config of the run that wrote it (on load)
 };
 
 // Named flat float arrays saved beside the model (optimizer momentum, algorithm buffers).

@@ -24,6 +24,7 @@
 #include "runtime/distributed.h"
 #include "runtime/evaluate.h"
 #include "runtime/stop_signal.h"
+#include "topology/graph.h"
 
 namespace murmur::runtime {
 namespace {
@@ -253,12 +254,36 @@ class Trainer {
     save_checkpoint(file, model_->params(), model_->buffers(), flat, s, config_json_);
   }
 
+  // The parts of a config that decide what is trained; a checkpoint of another training is
+  // never resumed (how it runs: threads, logging, transport, evaluation, may change).
+  static nlohmann::json training_part(nlohmann::json config) {
+    for (const char* key : {"checkpoint", "eval", "transport"}) config.erase(key);
+    for (const char* key : {"threads", "log_every", "out", "on_peer_failure"}) config["run"].erase(key);
+    return config;
+  }
+
+  void check_same_training(const std::filesystem::path& file, const std::string& saved) {
+    nlohmann::json theirs;
+    try {
+      theirs = nlohmann::json::parse(saved);
+    } catch (const nlohmann::json::exception&) {
+      throw CheckpointError(file.string() + ": metadata murmur.config is not JSON");
+    }
+    if (training_part(theirs) != training_part(nlohmann::json::parse(config_json_))) {
+      throw ConfigError(fmt::format(
+          "{}: this checkpoint belongs to a run with another config (model, data, training or "
+          "algorithm differ); use a new --out directory, or --set checkpoint.resume=false",
+          file.string()));
+    }
+  }
+
   // Loads the newest checkpoint that passes every check; a bad one is logged and skipped.
   void resume() {
     for (const auto& file : list_checkpoints(dir_)) {
       try {
         auto flat = flat_state();
         ResumeState s = load_checkpoint(file, model_->params(), model_->buffers(), flat);
+        check_same_training(file, s.config_json);
         step_ = first_step_ = s.step;
         loader_.restore(s.loader);
         rng_.set_state(s.rng);
@@ -309,8 +334,16 @@ class Trainer {
 
 }  // namespace
 
-PeerResult run_peer(const ExperimentConfig& config, const PeerOptions& options) {
+void check_config(const ExperimentConfig& config) {
   validate(config);
+  static const char* const kGossip[] = {"dpsgd", "sgp", "adpsgd", "choco"};
+  if (std::find(std::begin(kGossip), std::end(kGossip), config.algorithm.name) != std::end(kGossip)) {
+    topology::validate_world(config.topology, config.world.size);
+  }
+}
+
+PeerResult run_peer(const ExperimentConfig& config, const PeerOptions& options) {
+  check_config(config);
   install_stop_handlers();
   nn::cpu::set_compute_threads(default_threads(config.run, options.local_peers));
   std::filesystem::create_directories(options.out / fmt::format("rank{}", std::max(0, config.world.rank)));

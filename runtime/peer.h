@@ -39,6 +39,10 @@ struct PeerResult {
   double compute_s = 0, comm_s = 0, wait_s = 0;
 };
 
+// Every check a config can get before a peer starts: core's field and cross-field rules, and
+// whether the topology can take the world size (a hypercube of 6 cannot). Throws ConfigError.
+void check_config(const ExperimentConfig& config);
+
 // Trains as the config says and returns this peer's final figures. Throws murmur::Error (config,
 // data, checkpoint, transport) with a message naming what and where.
 PeerResult run_peer(const ExperimentConfig& config, const PeerOptions& options);

@@ -65,7 +65,7 @@ int main(int argc, char** argv) {
     if (world > 0) config.world.size = world;
     if (rank >= 0) config.world.rank = rank;
     if (print_config) {
-      murmur::validate(config);
+      murmur::runtime::check_config(config);
       std::printf("%s\n", murmur::to_json(config).dump().c_str());
       return 0;
     }

@@ -25,7 +25,10 @@ void write_gz(const std::filesystem::path& p, const std::string& bytes) {
   gzclose(f);
 }
 
-std::string peer(const std::string& args) { return binary("murmur-peer") + " " + args; }
+// The single-peer config, so that no test needs a rendezvous.
+std::string peer(const std::string& args) {
+  return binary("murmur-peer") + " --config " + MURMUR_SOURCE_DIR + "/configs/single.yaml " + args;
+}
 
 const char* kFast = "--set data.name=synthetic --set train.epochs=1 --set run.threads=1";
 
@@ -34,8 +37,8 @@ const char* kFast = "--set data.name=synthetic --set train.epochs=1 --set run.th
 TEST_CASE("murmur-peer: an unknown key names the file, line and key", "[cli]") {
   TempDir dir;
   write_text(dir.path() / "bad.yaml", "model:\n  name: mlp\n  widths: [10]\n");
-  auto r = run_command(peer("--config " + (dir.path() / "bad.yaml").string() + " --out " +
-                            dir.path().string()));
+  auto r = run_command(binary("murmur-peer") + " --config " + (dir.path() / "bad.yaml").string() +
+                       " --out " + dir.path().string());
   CHECK(r.exit_code == 1);
   CHECK_THAT(r.output, Catch::Contains("bad.yaml:3") && Catch::Contains("model.widths") &&
                            Catch::Contains("unknown key"));
