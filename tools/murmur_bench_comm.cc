@@ -1,0 +1,247 @@
+// murmur-bench comm: communication figures of each transport backend built, with 2 and 4 ranks
+// (forked processes on 127.0.0.1, or threads for inproc) at 64 KiB .. 64 MiB: point-to-point
+// bandwidth (rank 0 streams to rank 1), ring-neighbor exchange time per round (every rank sends
+// its buffer to left and right and receives theirs), and ring allreduce algorithm bandwidth
+// (bytes / time, as nccl-tests define it). Per row: warm-up, then the mean over timed rounds,
+// each round opened by a barrier. tools/bench_mpi runs the same patterns with Open MPI.
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "core/error.h"
+#include "tools/bench_registry.h"
+#include "transport/collectives.h"
+#include "transport/factory.h"
+#include "transport/inproc/transport.h"
+
+namespace murmur::tools {
+namespace {
+
+using transport::ByteRange;
+using transport::Request;
+using transport::Transport;
+using Clock = std::chrono::steady_clock;
+
+struct CommOptions {
+  std::string backends;  // "" = every backend built
+  std::vector<int> processes{2, 4};
+  std::vector<std::int64_t> sizes{64 << 10, 1 << 20, 16 << 20, 64 << 20};
+  std::int64_t chunk_bytes = 1 << 20;
+  bool json = false;
+};
+
+std::vector<std::string> split(const std::string& text) {
+  std::vector<std::string> out;
+  std::stringstream in(text);
+  std::string item;
+  while (std::getline(in, item, ',')) {
+    if (!item.empty()) out.push_back(item);
+  }
+  return out;
+}
+
+// Enough rounds for ~256 MiB moved per row, at least 3 and at most 50.
+int rounds_for(std::int64_t bytes) {
+  return static_cast<int>(std::clamp<std::int64_t>((256 << 20) / std::max<std::int64_t>(bytes, 1), 3, 50));
+}
+
+void barrier(Transport& t, transport::RingAllreduce& allreduce, transport::Region& region,
+             std::span<float> one) {
+  one[0] = 1.0f;
+  allreduce.run(region, one, transport::ReduceOp::kSum, 1);
+}
+
+void wait(Transport& t, Request& r) {
+  transport::wait_or_lost(t, r, std::chrono::seconds(60), "a benchmark transfer");
+}
+
+// Runs every pattern and size on this rank; rank 0 returns one JSON object per row.
+std::vector<nlohmann::json> bench_rank(Transport& t, const std::string& backend,
+                                       const CommOptions& o) {
+  const int n = t.world_size(), r = t.rank();
+  const int left = (r + n - 1) % n, right = (r + 1) % n;
+  std::int64_t max_size = *std::max_element(o.sizes.begin(), o.sizes.end());
+  std::vector<float> buffer(max_size / sizeof(float) * 3 + 16);  // send, from left, from right
+  auto region = t.register_region(std::as_writable_bytes(std::span(buffer)));
+  transport::CollectiveOptions copts;
+  copts.chunk_bytes = o.chunk_bytes;
+  transport::RingAllreduce allreduce(t, copts);
+  std::vector<float> one(1);
+  auto one_region = t.register_region(std::as_writable_bytes(std::span(one)));
+  std::vector<nlohmann::json> rows;
+  auto time_rounds = [&](int rounds, auto&& body) {
+    for (int i = 0; i < 2; ++i) body();  // warm-up: connections, buffers, caches
+    double total = 0;
+    for (int i = 0; i < rounds; ++i) {
+      barrier(t, allreduce, *one_region, one);
+      auto start = Clock::now();
+      body();
+      total += std::chrono::duration<double>(Clock::now() - start).count();
+    }
+    return total / rounds;
+  };
+  auto add = [&](const char* pattern, std::int64_t bytes, double seconds, double moved) {
+    rows.push_back({{"backend", backend}, {"pattern", pattern}, {"processes", n},
+                    {"bytes", bytes}, {"seconds", seconds}, {"gbps", moved * 8 / seconds / 1e9}});
+  };
+  for (std::int64_t size : o.sizes) {
+    const std::size_t bytes = static_cast<std::size_t>(size);
+    const int rounds = rounds_for(size);
+    // Point to point: rank 0 streams `rounds` messages to rank 1, which acks the last one.
+    double p2p = time_rounds(1, [&] {
+      std::vector<Request> q;
+      for (int i = 0; i < rounds; ++i) {
+        if (r == 0) q.push_back(t.send(1, 10, *region, {0, bytes}));
+        if (r == 1) q.push_back(t.recv(0, 10, *region, {0, bytes}));
+      }
+      for (auto& x : q) wait(t, x);
+      if (r < 2) {
+        Request ack = r == 0 ? t.recv(1, 11, *one_region, {0, 0}) : t.send(0, 11, *one_region, {0, 0});
+        wait(t, ack);
+      }
+    });
+    add("p2p", size, p2p / rounds, static_cast<double>(bytes));
+    // Ring-neighbor exchange.
+    std::vector<int> peers{left, right};
+    if (n == 2) peers.pop_back();
+    std::vector<ByteRange> in{{bytes, bytes}, {2 * bytes, bytes}};
+    in.resize(peers.size());
+    double exchange = time_rounds(rounds, [&] {
+      transport::neighbor_exchange(t, 12, *region, {0, bytes}, peers, *region, in, peers);
+    });
+    add("ring_exchange", size, exchange, static_cast<double>(bytes * peers.size()));
+    // Ring allreduce (sum) of the buffer's first `bytes`.
+    std::span<float> data(buffer.data(), bytes / sizeof(float));
+    double reduce = time_rounds(rounds, [&] {
+      allreduce.run(*region, data, transport::ReduceOp::kSum, 13);
+    });
+    add("allreduce", size, reduce, static_cast<double>(bytes));
+  }
+  if (r != 0) rows.clear();
+  return rows;
+}
+
+// Forks `n` ranks of a process backend; returns rank 0's rows.
+std::vector<nlohmann::json> run_processes(const std::string& backend, int n, const CommOptions& o) {
+  char dir_template[] = "/tmp/murmur-bench-comm-XXXXXX";
+  std::string dir = ::mkdtemp(dir_template);
+  int fds[2];
+  if (::pipe(fds) != 0) throw IoError("murmur-bench comm: pipe failed");
+  std::fflush(nullptr);
+  std::vector<pid_t> pids;
+  for (int r = 0; r < n; ++r) {
+    pid_t pid = ::fork();
+    if (pid == 0) {
+      ::close(fds[0]);
+      int code = 0;
+      try {
+        TransportConfig c;
+        c.backend = backend;
+        c.rendezvous_dir = dir;
+        c.chunk_bytes = o.chunk_bytes;
+        auto t = transport::make_transport(c, r, n);
+        std::string out;
+        for (auto& row : bench_rank(*t, backend, o)) out += row.dump() + "\n";
+        if (!out.empty() && ::write(fds[1], out.data(), out.size()) < 0) code = 1;
+      } catch (const std::exception& e) {
+        std::fprintf(stderr, "murmur-bench comm: %s rank %d: %s\n", backend.c_str(), r, e.what());
+        code = 1;
+      }
+      ::_exit(code);
+    }
+    pids.push_back(pid);
+  }
+  ::close(fds[1]);
+  std::string text;
+  char buf[4096];
+  for (ssize_t got; (got = ::read(fds[0], buf, sizeof buf)) > 0;) text.append(buf, got);
+  ::close(fds[0]);
+  bool ok = true;
+  for (pid_t pid : pids) {
+    int status = 0;
+    ::waitpid(pid, &status, 0);
+    ok = ok && WIFEXITED(status) && WEXITSTATUS(status) == 0;
+  }
+  std::filesystem::remove_all(dir);
+  if (!ok) throw TransportError(fmt::format("murmur-bench comm: a {} rank failed (see above)", backend));
+  std::vector<nlohmann::json> rows;
+  std::stringstream lines(text);
+  for (std::string line; std::getline(lines, line);) rows.push_back(nlohmann::json::parse(line));
+  return rows;
+}
+
+std::vector<nlohmann::json> run_threads(int n, const CommOptions& o) {
+  auto world = transport::inproc::make_world(n);
+  std::vector<std::vector<nlohmann::json>> rows(n);
+  std::vector<std::exception_ptr> errors(n);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < n; ++r) {
+    threads.emplace_back([&, r] {
+      try {
+        rows[r] = bench_rank(*world[r], "inproc", o);
+      } catch (...) {
+        errors[r] = std::current_exception();
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  for (auto& e : errors) {
+    if (e) std::rethrow_exception(e);
+  }
+  return rows[0];
+}
+
+int run_comm(const CommOptions& o) {
+  std::vector<std::string> backends = o.backends.empty() ? transport::process_backends() : split(o.backends);
+  if (o.backends.empty()) backends.push_back("inproc");
+  if (!o.json) {
+    std::printf("%-8s %-14s %5s %10s %12s %10s\n", "backend", "pattern", "procs", "bytes",
+                "seconds", "Gbit/s");
+  }
+  for (const auto& backend : backends) {
+    for (int n : o.processes) {
+      auto rows = backend == "inproc" ? run_threads(n, o) : run_processes(backend, n, o);
+      for (auto& row : rows) {
+        if (o.json) {
+          std::printf("%s\n", row.dump().c_str());
+        } else {
+          std::printf("%-8s %-14s %5d %10lld %12.6f %10.2f\n",
+                      row["backend"].get<std::string>().c_str(),
+                      row["pattern"].get<std::string>().c_str(), row["processes"].get<int>(),
+                      static_cast<long long>(row["bytes"].get<std::int64_t>()),
+                      row["seconds"].get<double>(), row["gbps"].get<double>());
+        }
+        std::fflush(stdout);
+      }
+    }
+  }
+  return 0;
+}
+
+const RegisterBench kRegister{{
+    "comm",
+    "point-to-point, ring-neighbor exchange and ring allreduce figures of each transport",
+    [](CLI::App& sub) -> std::function<int()> {
+      auto o = std::make_shared<CommOptions>();
+      sub.add_option("--backends", o->backends, "comma-separated (tcp,ucx,ofi,inproc); default: all built");
+      sub.add_option("--processes", o->processes, "rank counts to run")->delimiter(',');
+      sub.add_option("--sizes", o->sizes, "message sizes in bytes")->delimiter(',');
+      sub.add_option("--chunk-bytes", o->chunk_bytes, "pipelining unit (transport.chunk_bytes)");
+      sub.add_flag("--json", o->json, "one JSON object per line");
+      return [o] { return run_comm(*o); };
+    },
+}};
+
+}  // namespace
+}  // namespace murmur::tools
