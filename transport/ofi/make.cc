@@ -1,11 +1,12 @@
 #include "transport/ofi/make.h"
 
-#include "core/error.h"
+#include "transport/ofi/transport.h"
 
 namespace murmur::transport::ofi {
 
-std::unique_ptr<Transport> make_transport(const TransportConfig&, int, int, Bootstrap&) {
-  throw TransportError("ofi: not built yet");
+std::unique_ptr<transport::Transport> make_transport(const TransportConfig& config, int rank,
+                                                     int world_size, Bootstrap& bootstrap) {
+  return std::make_unique<Transport>(config, rank, world_size, bootstrap);
 }
 
 }  // namespace murmur::transport::ofi
