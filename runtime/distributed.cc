@@ -23,9 +23,12 @@ transport::CollectiveOptions collective_options(const TransportConfig& t) {
 
 }  // namespace
 
-Distributed::Distributed(const ExperimentConfig& config, int rank, Arena& params)
+Distributed::Distributed(const ExperimentConfig& config, int rank, Arena& params,
+                         std::shared_ptr<transport::Transport> transport)
     : config_(config),
-      transport_(transport::make_transport(config.transport, rank, config.world.size)),
+      transport_(transport ? std::move(transport)
+                           : std::shared_ptr<transport::Transport>(transport::make_transport(
+                                 config.transport, rank, config.world.size))),
       params_region_(transport_->register_region(params.bytes())),
       scratch_(params.clone_layout()),
       scratch_region_(transport_->register_region(scratch_.bytes())) {

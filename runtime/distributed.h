@@ -22,7 +22,9 @@ class Distributed {
  public:
   // Meets the neighbors (blocks until they answer or the connect timeout passes) and builds the
   // algorithm over `params`, which must stay allocated and in place for this object's life.
-  Distributed(const ExperimentConfig& config, int rank, Arena& params);
+  // `transport`, if given, is used instead of one made from config.transport (simulations).
+  Distributed(const ExperimentConfig& config, int rank, Arena& params,
+              std::shared_ptr<transport::Transport> transport = nullptr);
   ~Distributed();
 
   void after_step(std::int64_t step) { averaging_->after_step(step); }
@@ -44,7 +46,7 @@ class Distributed {
 
  private:
   const ExperimentConfig& config_;
-  std::unique_ptr<transport::Transport> transport_;
+  std::shared_ptr<transport::Transport> transport_;
   std::unique_ptr<transport::Region> params_region_;
   Arena scratch_;  // the arena's layout again, for the final average
   std::unique_ptr<transport::Region> scratch_region_;

@@ -55,8 +55,10 @@ class Trainer {
         options_(options),
         rank_(std::max(0, config.world.rank)),
         dir_(options.out / fmt::format("rank{}", rank_)),
-        train_(nn::load_dataset(config.data, config.run.seed, /*train=*/true)),
-        test_(nn::load_dataset(config.data, config.run.seed, /*train=*/false)),
+        train_holder_(options.train ? options.train : load(config, /*train=*/true)),
+        test_holder_(options.test ? options.test : load(config, /*train=*/false)),
+        train_(*train_holder_),
+        test_(*test_holder_),
         loader_(train_,
                 nn::partition_indices(train_.labels, train_.classes, config.world.size, rank_,
                                       config.data, config.run.seed),
@@ -69,7 +71,7 @@ class Trainer {
     model_ = nn::Model::create(config.model, {train_.channels, train_.height, train_.width},
                                train_.classes, init);
     if (config.world.size > 1) {
-      dist_ = std::make_unique<Distributed>(config, rank_, model_->params());
+      dist_ = std::make_unique<Distributed>(config, rank_, model_->params(), options.transport);
     }
     optimizer_ = optimizers::make_local_optimizer(config.train.optimizer,
                                                   model_->params().flat().size());
@@ -161,6 +163,10 @@ class Trainer {
   }
 
  private:
+  static std::shared_ptr<const nn::Dataset> load(const ExperimentConfig& config, bool train) {
+    return std::make_shared<const nn::Dataset>(nn::load_dataset(config.data, config.run.seed, train));
+  }
+
   double epoch() const { return static_cast<double>(step_) / steps_per_epoch_; }
 
   void log_step(double loss, double lr, double rate, Clock::time_point start) {
@@ -308,8 +314,10 @@ class Trainer {
   const PeerOptions& options_;
   int rank_;
   std::filesystem::path dir_;
-  nn::Dataset train_;
-  nn::Dataset test_;
+  std::shared_ptr<const nn::Dataset> train_holder_;
+  std::shared_ptr<const nn::Dataset> test_holder_;
+  const nn::Dataset& train_;
+  const nn::Dataset& test_;
   nn::BatchLoader loader_;
   Rng rng_;
   MetricsSink metrics_;
@@ -344,7 +352,7 @@ void check_config(const ExperimentConfig& config) {
 
 PeerResult run_peer(const ExperimentConfig& config, const PeerOptions& options) {
   check_config(config);
-  install_stop_handlers();
+  if (options.install_signal_handlers) install_stop_handlers();
   nn::cpu::set_compute_threads(default_threads(config.run, options.local_peers));
   std::filesystem::create_directories(options.out / fmt::format("rank{}", std::max(0, config.world.rank)));
   Trainer trainer(config, options);

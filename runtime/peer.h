@@ -8,7 +8,11 @@
 #include <cstdint>
 #include <filesystem>
 
+#include <memory>
+
 #include "core/config.h"
+#include "nn/dataset.h"
+#include "transport/transport.h"
 
 namespace murmur::runtime {
 
@@ -16,6 +20,12 @@ struct PeerOptions {
   std::filesystem::path out;  // the run directory; this peer writes under out/rank<r>/
   bool interactive = false;   // redraw one progress line (a terminal) instead of log lines
   int local_peers = 1;        // peers sharing this machine's cores (threads default to a share)
+  // For simulations of many peers in one process (inproc transport, threads): a transport made
+  // by the caller instead of one from the config, and data sets loaded once and shared.
+  std::shared_ptr<transport::Transport> transport;
+  std::shared_ptr<const nn::Dataset> train;
+  std::shared_ptr<const nn::Dataset> test;
+  bool install_signal_handlers = true;
 };
 
 struct PeerResult {
