@@ -10,6 +10,7 @@
 
 #include "core/rng.h"
 #include "optimizers/averaging.h"
+#include "transport/factory.h"
 #include "tests/transport/backends.h"
 #include "topology/spectral.h"
 
@@ -26,6 +27,14 @@ std::vector<float> initial_vector(std::uint64_t seed, int rank, std::size_t dim)
   std::vector<float> x(dim);
   for (auto& v : x) v = static_cast<float>(rng.normal());
   return x;
+}
+
+std::vector<std::string> process_backends_for_tests() {
+  std::vector<std::string> out;
+  for (const auto& b : transport::process_backends()) {
+    if (b == "tcp" || b == "ucx") out.push_back(b);
+  }
+  return out;
 }
 
 double slem(const TopologyConfig& topology, int n, std::uint64_t seed) {
@@ -85,6 +94,11 @@ ConsensusResult run_consensus(const ConsensusRun& run) {
   };
   tt::RunOptions options;
   options.timeout = std::chrono::seconds(100);
+  options.configure = [](TransportConfig&, int) {
+    // Loopback for UCX (children only: configure runs after the fork).
+    ::setenv("UCX_TLS", "tcp,self", 1);
+    ::setenv("UCX_NET_DEVICES", "lo", 1);
+  };
   ConsensusResult result;
   result.failures = tt::failures(tt::run_ranks(run.backend, run.ranks, body, options));
   result.error.assign(run.rounds + 1, 0.0);

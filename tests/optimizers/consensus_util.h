@@ -35,6 +35,9 @@ std::vector<float> initial_vector(std::uint64_t seed, int rank, std::size_t dim)
 
 ConsensusResult run_consensus(const ConsensusRun& run);
 
+// The process backends the consensus tests run on: tcp, and ucx where this build has it.
+std::vector<std::string> process_backends_for_tests();
+
 // The second-largest eigenvalue modulus of the round-0 mixing matrix.
 double slem(const TopologyConfig& topology, int n, std::uint64_t seed);
 
