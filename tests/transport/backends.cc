@@ -27,6 +27,9 @@ std::vector<std::string> built_backends() {
 #ifdef MURMUR_WITH_UCX
   out.push_back("ucx");
 #endif
+#ifdef MURMUR_WITH_OFI
+  out.push_back("ofi");
+#endif
   return out;
 }
 
