@@ -34,8 +34,8 @@ std::string Pool2d::describe() const {
 
 cpu::PoolGeometry Pool2d::geometry(const Shape& batch_shape) const {
   if (batch_shape.rank() != 4) {
-    throw ConfigError(fmt::format("{}: batch of shape {}, expected [n, c, h, w]", describe(),
-                                  batch_shape.str()));
+    throw ConfigError(
+        fmt::format("{}: batch of shape {}, expected [n, c, h, w]", describe(), batch_shape.str()));
   }
   cpu::PoolGeometry g;
   g.planes = static_cast<int>(batch_shape[0] * batch_shape[1]);
@@ -52,7 +52,8 @@ cpu::PoolGeometry Pool2d::geometry(const Shape& batch_shape) const {
 
 Shape Pool2d::output_shape(const Shape& input) const {
   if (input.rank() != 3) {
-    throw ConfigError(fmt::format("{}: input of shape {}, expected [c, h, w]", describe(), input.str()));
+    throw ConfigError(
+        fmt::format("{}: input of shape {}, expected [c, h, w]", describe(), input.str()));
   }
   const cpu::PoolGeometry g = geometry(input.batched(1));
   try {

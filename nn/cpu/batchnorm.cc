@@ -35,9 +35,8 @@ void apply_affine(const BatchNormGeometry& g, int c, const float* x, float scale
 }  // namespace
 
 void batchnorm2d_forward_train(const BatchNormGeometry& g, const float* x, const float* weight,
-                               const float* bias, float eps, float momentum, float* y,
-                               float* mean, float* invstd, float* running_mean,
-                               float* running_var) {
+                               const float* bias, float eps, float momentum, float* y, float* mean,
+                               float* invstd, float* running_mean, float* running_var) {
   const std::size_t m = g.count();
   if (m < 2) {
     throw Error(fmt::format(

@@ -22,9 +22,8 @@ struct BatchNormGeometry {
 // updates running_mean/running_var with `momentum` (running_var gets var * m / (m - 1)).
 // weight and bias may be null (affine=False). Throws Error if count() < 2, as PyTorch does.
 void batchnorm2d_forward_train(const BatchNormGeometry& g, const float* x, const float* weight,
-                               const float* bias, float eps, float momentum, float* y,
-                               float* mean, float* invstd, float* running_mean,
-                               float* running_var);
+                               const float* bias, float eps, float momentum, float* y, float* mean,
+                               float* invstd, float* running_mean, float* running_var);
 
 // Evaluation forward with the running statistics.
 void batchnorm2d_forward_eval(const BatchNormGeometry& g, const float* x, const float* weight,

@@ -12,9 +12,11 @@
 #include "nn/cpu/im2col.h"
 
 // Why im2col + GEMM: at the CNN's shapes (batch 64; 1x28x28 -> 32x24x24 and 32x12x12 ->
-// 64x8x8, both 5x5) one sgemm over the columns of the whole batch runs OpenBLAS's AVX-512
-// kernel near its peak, and the unfolding costs a few percent of it. A direct loop nest
-// (measured in the commit that introduced this file) was slower at both shapes.
+// 64x8x8, both 5x5) one sgemm over the columns of the whole batch runs OpenBLAS's kernel near
+// its peak, and the unfolding costs a few percent of it. A direct loop nest (vectorized over
+// the output row) measured 5.1 ms against 1.0 ms (conv1 forward) and 70 ms against 6.4 ms
+// (conv2 forward) on one thread here. Chunks of 1, 5, 20 or 64 samples per GEMM were within
+// noise of each other, so the budget only bounds the workspace.
 
 namespace murmur::nn::cpu {
 namespace {
@@ -61,7 +63,8 @@ void ConvGeometry::validate() const {
 
 int conv2d_chunk(const ConvGeometry& g) {
   const std::size_t per_sample = static_cast<std::size_t>(g.patch()) * out_plane(g);
-  const std::size_t fit = std::max<std::size_t>(1, kColumnBudget / std::max<std::size_t>(1, per_sample));
+  const std::size_t fit =
+      std::max<std::size_t>(1, kColumnBudget / std::max<std::size_t>(1, per_sample));
   return static_cast<int>(std::min<std::size_t>(fit, static_cast<std::size_t>(g.batch)));
 }
 
@@ -118,7 +121,8 @@ void conv2d_backward(const ConvGeometry& g, const float* x, const float* weight,
       for (int n = 0; n < count; ++n) {
         for (int oc = 0; oc < oc_n; ++oc) {
           std::memcpy(dyt + static_cast<std::size_t>(oc) * cols + n * plane,
-                      dyc + (static_cast<std::size_t>(n) * oc_n + oc) * plane, sizeof(float) * plane);
+                      dyc + (static_cast<std::size_t>(n) * oc_n + oc) * plane,
+                      sizeof(float) * plane);
         }
       }
       dyc = dyt;
@@ -139,8 +143,8 @@ void conv2d_backward(const ConvGeometry& g, const float* x, const float* weight,
                 add ? 1.0f : 0.0f, dweight, k);
     if (dx) {
       // dcol[K][cols] = W^T * dY, reusing the column buffer, then fold back onto dx.
-      cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, k, cols, oc_n, 1.0f, weight, k, dyc, cols,
-                  0.0f, col, cols);
+      cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, k, cols, oc_n, 1.0f, weight, k, dyc,
+                  cols, 0.0f, col, cols);
       col2im(g, col, first, count, dx);
     }
   }

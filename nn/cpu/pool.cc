@@ -11,9 +11,7 @@
 
 namespace murmur::nn::cpu {
 
-std::size_t PoolGeometry::in_size() const {
-  return static_cast<std::size_t>(planes) * in_h * in_w;
-}
+std::size_t PoolGeometry::in_size() const { return static_cast<std::size_t>(planes) * in_h * in_w; }
 
 std::size_t PoolGeometry::out_size() const {
   return static_cast<std::size_t>(planes) * out_h() * out_w();
@@ -27,8 +25,9 @@ void PoolGeometry::validate() const {
         planes, in_h, in_w, kernel_h, kernel_w, stride_h, stride_w));
   }
   if (pad_h < 0 || pad_w < 0 || 2 * pad_h > kernel_h || 2 * pad_w > kernel_w) {
-    throw ConfigError(fmt::format("pool2d: padding {}x{} must be >= 0 and at most half of kernel {}x{}",
-                                  pad_h, pad_w, kernel_h, kernel_w));
+    throw ConfigError(
+        fmt::format("pool2d: padding {}x{} must be >= 0 and at most half of kernel {}x{}", pad_h,
+                    pad_w, kernel_h, kernel_w));
   }
   if (in_h + 2 * pad_h < kernel_h || in_w + 2 * pad_w < kernel_w) {
     throw ConfigError(fmt::format("pool2d: kernel {}x{} does not fit input {}x{} padded by {}x{}",
@@ -45,9 +44,9 @@ inline bool takes(float v, float best) { return v > best || std::isnan(v); }
 // selects. no-trapping-math lets g++ turn them into vector blends; as branches they are coin
 // flips after a ReLU (ties at 0, random order), which measured 3-5x slower.
 __attribute__((optimize("no-trapping-math"))) void maxpool2x2(const PoolGeometry& g,
-                                                             std::int64_t p_begin,
-                                                             std::int64_t p_end, const float* x,
-                                                             float* y, float* argmax) {
+                                                              std::int64_t p_begin,
+                                                              std::int64_t p_end, const float* x,
+                                                              float* y, float* argmax) {
   const int oh_n = g.out_h(), ow_n = g.out_w(), w = g.in_w;
   const std::size_t plane = static_cast<std::size_t>(g.in_h) * w;
   const std::size_t out_plane = static_cast<std::size_t>(oh_n) * ow_n;

@@ -9,8 +9,8 @@
 #include "core/arena.h"
 #include "core/error.h"
 #include "core/rng.h"
-#include "nn/batchnorm.h"
 #include "gradcheck.h"
+#include "nn/batchnorm.h"
 
 namespace {
 
@@ -76,7 +76,8 @@ TEST_CASE("BatchNorm2d normalizes with batch statistics and tracks running ones"
     for (int i = 0; i < n; ++i)
       for (int ch = 0; ch < c; ++ch)
         for (int p = 0; p < plane; ++p)
-          x[(i * c + ch) * plane + p] = static_cast<float>(3.0 * ch - step + (1 + step) * rng.normal());
+          x[(i * c + ch) * plane + p] =
+              static_cast<float>(3.0 * ch - step + (1 + step) * rng.normal());
     murmur::nn::StepContext ctx{true, &rng, false};
     bn.layer.forward(tx, ty, ws, ctx);
     for (int ch = 0; ch < c; ++ch) {

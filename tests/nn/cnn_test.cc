@@ -84,9 +84,7 @@ out += [m.state_dict()[b].float().flatten() for b in buffers]
 torch.cat(out).numpy().astype(np.float32).tofile(d + '/out.bin')
 )PY";
 
-bool have_torch() {
-  return std::system("/usr/bin/python3 -c 'import torch' >/dev/null 2>&1") == 0;
-}
+bool have_torch() { return std::system("/usr/bin/python3 -c 'import torch' >/dev/null 2>&1") == 0; }
 
 struct TempDir {
   fs::path path;
@@ -171,7 +169,8 @@ void cross_check_with_torch(Sequential& net, const Shape& input, const char* kin
 
   std::ifstream result(dir.path / "out.bin", std::ios::binary);
   std::vector<float> theirs(out.size() + params.num_elements() + buffers.num_elements());
-  result.read(reinterpret_cast<char*>(theirs.data()), static_cast<std::streamsize>(theirs.size() * 4));
+  result.read(reinterpret_cast<char*>(theirs.data()),
+              static_cast<std::streamsize>(theirs.size() * 4));
   REQUIRE(result.gcount() == static_cast<std::streamsize>(theirs.size() * 4));
   const float* t = theirs.data();
   CHECK(scaled_error(out.data(), t, out.size()) < 1e-4);
@@ -199,7 +198,7 @@ TEST_CASE("build_cnn makes the LeNet-style CNN with PyTorch names", "[nn][cnn]")
   net.build({1, 28, 28}, params, grads, buffers);
   CHECK(net.output() == Shape{10});
   const std::vector<std::pair<std::string, std::vector<std::int64_t>>> expect{
-      {"conv1.weight", {32, 1, 5, 5}}, {"conv1.bias", {32}},
+      {"conv1.weight", {32, 1, 5, 5}},  {"conv1.bias", {32}},
       {"conv2.weight", {64, 32, 5, 5}}, {"conv2.bias", {64}},
       {"fc1.weight", {512, 1024}},      {"fc1.bias", {512}},
       {"fc2.weight", {10, 512}},        {"fc2.bias", {10}}};
@@ -234,7 +233,8 @@ TEST_CASE("conv, batch norm and pooling agree with PyTorch", "[nn][cnn][torch]")
   net.emplace<murmur::nn::BatchNorm2d>("bn", 4);
   net.emplace<murmur::nn::ReLU>("");
   net.emplace<murmur::nn::MaxPool2d>("", 3, 2, 1);
-  net.emplace<murmur::nn::Conv2d>("conv_b", 4, 3, murmur::nn::Conv2dOptions{3, 2, 2, 1, 1, 0, true});
+  net.emplace<murmur::nn::Conv2d>("conv_b", 4, 3,
+                                  murmur::nn::Conv2dOptions{3, 2, 2, 1, 1, 0, true});
   net.emplace<murmur::nn::AvgPool2d>("", 2);
   net.emplace<murmur::nn::Flatten>("");
   cross_check_with_torch(net, {2, 8, 8}, "small", 5);

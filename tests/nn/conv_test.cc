@@ -9,10 +9,10 @@
 
 #include "core/error.h"
 #include "core/rng.h"
+#include "gradcheck.h"
 #include "nn/activations.h"
 #include "nn/conv2d.h"
 #include "nn/cpu/conv.h"
-#include "gradcheck.h"
 
 namespace {
 
@@ -43,7 +43,8 @@ Reference direct_conv(const ConvGeometry& g, const std::vector<float>& x,
     for (int o = 0; o < g.out_channels; ++o)
       for (int oh = 0; oh < oh_n; ++oh)
         for (int ow = 0; ow < ow_n; ++ow) {
-          const std::size_t yi = ((static_cast<std::size_t>(n) * g.out_channels + o) * oh_n + oh) * ow_n + ow;
+          const std::size_t yi =
+              ((static_cast<std::size_t>(n) * g.out_channels + o) * oh_n + oh) * ow_n + ow;
           double s = b[o];
           r.db[o] += dy[yi];
           for (int c = 0; c < g.in_channels; ++c)
@@ -51,8 +52,12 @@ Reference direct_conv(const ConvGeometry& g, const std::vector<float>& x,
               for (int j = 0; j < g.kernel_w; ++j) {
                 const int ih = oh * g.stride_h - g.pad_h + i, iw = ow * g.stride_w - g.pad_w + j;
                 if (ih < 0 || iw < 0 || ih >= g.in_h || iw >= g.in_w) continue;
-                const std::size_t xi = ((static_cast<std::size_t>(n) * g.in_channels + c) * g.in_h + ih) * g.in_w + iw;
-                const std::size_t wi = ((static_cast<std::size_t>(o) * g.in_channels + c) * g.kernel_h + i) * g.kernel_w + j;
+                const std::size_t xi =
+                    ((static_cast<std::size_t>(n) * g.in_channels + c) * g.in_h + ih) * g.in_w + iw;
+                const std::size_t wi =
+                    ((static_cast<std::size_t>(o) * g.in_channels + c) * g.kernel_h + i) *
+                        g.kernel_w +
+                    j;
                 s += static_cast<double>(x[xi]) * w[wi];
                 r.dx[xi] += static_cast<double>(dy[yi]) * w[wi];
                 r.dw[wi] += static_cast<double>(dy[yi]) * x[xi];
@@ -96,7 +101,8 @@ void check_kernels(const ConvGeometry& g) {
     CHECK(scaled_error(dx.data(), ref.dx) < 1e-5);
     CHECK(scaled_error(dw.data(), ref.dw) < 1e-5);
     CHECK(scaled_error(db.data(), ref.db) < 1e-5);
-    if (cached) murmur::nn::cpu::conv2d_forward(g, x.data(), w.data(), b.data(), y.data(), ws.data());
+    if (cached)
+      murmur::nn::cpu::conv2d_forward(g, x.data(), w.data(), b.data(), y.data(), ws.data());
   }
   // accumulate adds one more gradient; a null dx is skipped.
   murmur::nn::cpu::conv2d_backward(g, x.data(), w.data(), dy.data(), nullptr, dw.data(), db.data(),
@@ -115,8 +121,8 @@ TEST_CASE("conv2d kernels match the direct definition", "[nn][conv]") {
   check_kernels({2, 1, 8, 8, 3, 5, 5, 1, 1, 0, 0});
   check_kernels({3, 2, 7, 6, 4, 3, 3, 2, 2, 1, 1});
   check_kernels({2, 3, 9, 5, 2, 2, 3, 2, 1, 1, 0});
-  check_kernels({1, 2, 5, 5, 2, 5, 5, 1, 1, 2, 2});   // one sample: GEMM writes y directly
-  check_kernels({2, 1, 4, 4, 2, 1, 1, 3, 3, 0, 0});   // 1x1 kernel, stride past the input
+  check_kernels({1, 2, 5, 5, 2, 5, 5, 1, 1, 2, 2});  // one sample: GEMM writes y directly
+  check_kernels({2, 1, 4, 4, 2, 1, 1, 3, 3, 0, 0});  // 1x1 kernel, stride past the input
 }
 
 TEST_CASE("conv2d kernels split a large batch into chunks correctly", "[nn][conv]") {
@@ -196,7 +202,8 @@ TEST_CASE("Conv2d with an absorbed ReLU equals Conv2d then ReLU", "[nn][conv]") 
   const std::size_t m = out_shape.numel() * n;
   std::vector<float> y1(m), y2(m), g1 = random_vector(m, rng), g2 = g1;
   std::vector<float> dx1(x.size()), dx2(x.size());
-  std::vector<float> ws1(plain.workspace_floats(in_shape, n)), ws2(fused.workspace_floats(in_shape, n));
+  std::vector<float> ws1(plain.workspace_floats(in_shape, n)),
+      ws2(fused.workspace_floats(in_shape, n));
   Tensor tx(x.data(), in_shape.batched(n)), ty1(y1.data(), out_shape.batched(n)),
       ty2(y2.data(), out_shape.batched(n)), tg1(g1.data(), out_shape.batched(n)),
       tg2(g2.data(), out_shape.batched(n)), tdx1(dx1.data(), in_shape.batched(n)),
@@ -214,7 +221,8 @@ TEST_CASE("Conv2d with an absorbed ReLU equals Conv2d then ReLU", "[nn][conv]") 
   plain.backward(tx, ty1, tg1, tdx1, ws1, ctx);
   fused.backward(tx, ty2, tg2, tdx2, ws2, ctx);
   CHECK(dx1 == dx2);
-  CHECK(std::equal(grads_plain.flat().begin(), grads_plain.flat().end(), grads_fused.flat().begin()));
+  CHECK(
+      std::equal(grads_plain.flat().begin(), grads_plain.flat().end(), grads_fused.flat().begin()));
 }
 
 TEST_CASE("Conv2d declares PyTorch names and shapes and initializes in the default bounds",

@@ -8,9 +8,9 @@
 
 #include "core/error.h"
 #include "core/rng.h"
+#include "gradcheck.h"
 #include "nn/cpu/pool.h"
 #include "nn/pool.h"
-#include "gradcheck.h"
 
 namespace {
 
@@ -28,7 +28,8 @@ void for_window(const PoolGeometry& g, int oh, int ow, F&& f) {
 }
 
 void check_forward(const PoolGeometry& g) {
-  CAPTURE(g.planes, g.in_h, g.in_w, g.kernel_h, g.kernel_w, g.stride_h, g.stride_w, g.pad_h, g.pad_w);
+  CAPTURE(g.planes, g.in_h, g.in_w, g.kernel_h, g.kernel_w, g.stride_h, g.stride_w, g.pad_h,
+          g.pad_w);
   g.validate();
   Rng rng(7);
   std::vector<float> x(g.in_size());
@@ -131,8 +132,8 @@ TEST_CASE("pooling backward matches finite differences", "[nn][pool][gradcheck]"
 TEST_CASE("max pooling propagates NaN as PyTorch does", "[nn][pool]") {
   const float nan = std::numeric_limits<float>::quiet_NaN();
   // The 2x2 fast path and the general path (3x3 window, stride 1) both keep a NaN once seen.
-  for (const PoolGeometry g : {PoolGeometry{1, 2, 2, 2, 2, 2, 2, 0, 0},
-                               PoolGeometry{1, 3, 3, 3, 3, 1, 1, 0, 0}}) {
+  for (const PoolGeometry g :
+       {PoolGeometry{1, 2, 2, 2, 2, 2, 2, 0, 0}, PoolGeometry{1, 3, 3, 3, 3, 1, 1, 0, 0}}) {
     std::vector<float> x(g.in_size(), 1.0f);
     x[1] = nan;
     x.back() = 5.0f;  // a larger value after the NaN does not replace it
