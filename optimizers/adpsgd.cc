@@ -1,5 +1,6 @@
 #include "optimizers/adpsgd.h"
 
+#include <algorithm>
 #include <numeric>
 
 #include "core/rng.h"

@@ -44,8 +44,8 @@ void check_schedule(const AveragingContext& ctx, topology::Stochastic need, cons
 std::unique_ptr<Averaging> make_averaging(const AveragingContext& ctx) {
   const std::string& name = ctx.algorithm.name;
   if (ctx.algorithm.local_steps < 1) {
-    throw ConfigError(fmt::format("algorithm.local_steps: {} (must be >= 1)",
-                                  ctx.algorithm.local_steps));
+    throw ConfigError(
+        fmt::format("algorithm.local_steps: {} (must be >= 1)", ctx.algorithm.local_steps));
   }
   if (ctx.params_region.bytes().data() != reinterpret_cast<std::byte*>(ctx.params.data()) ||
       ctx.params_region.bytes().size() != ctx.params.size_bytes()) {

@@ -41,9 +41,8 @@ void RecvSlots::reserve(std::size_t count) {
 
 std::vector<std::size_t> exchange_into_slots(transport::Transport& transport, transport::Tag tag,
                                              const transport::Region& from,
-                                             transport::ByteRange out,
-                                             std::span<const int> send_to, RecvSlots& slots,
-                                             std::span<const int> recv_from,
+                                             transport::ByteRange out, std::span<const int> send_to,
+                                             RecvSlots& slots, std::span<const int> recv_from,
                                              const transport::CollectiveOptions& options,
                                              bool exact_size) {
   slots.reserve(std::max<std::size_t>(1, recv_from.size()));
@@ -127,7 +126,11 @@ void CommThread::loop() {
 }
 
 MixingSchedule::MixingSchedule(const TopologyConfig& config, int n, int rank, std::uint64_t seed)
-    : config_(config), n_(n), rank_(rank), seed_(seed), time_varying_(topology::is_time_varying(config)) {
+    : config_(config),
+      n_(n),
+      rank_(rank),
+      seed_(seed),
+      time_varying_(topology::is_time_varying(config)) {
   current_ = topology::rank_mixing(config_, n_, rank_, seed_, 0);
   round_ = 0;
 }

@@ -77,9 +77,8 @@ class RecvSlots {
 // slots.floats() floats long.
 std::vector<std::size_t> exchange_into_slots(transport::Transport& transport, transport::Tag tag,
                                              const transport::Region& from,
-                                             transport::ByteRange out,
-                                             std::span<const int> send_to, RecvSlots& slots,
-                                             std::span<const int> recv_from,
+                                             transport::ByteRange out, std::span<const int> send_to,
+                                             RecvSlots& slots, std::span<const int> recv_from,
                                              const transport::CollectiveOptions& options,
                                              bool exact_size = true);
 

@@ -1,12 +1,12 @@
 #include "optimizers/compressor.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <bit>
 #include <cmath>
 #include <cstring>
 #include <numeric>
-
-#include <fmt/format.h>
 
 #include "core/error.h"
 
@@ -26,8 +26,8 @@ T get(std::span<const std::byte> in, std::size_t at) {
 }
 
 [[noreturn]] void malformed(const std::string& name, std::size_t bytes, std::size_t n) {
-  throw ProtocolError(fmt::format("{} compressor: a message of {} bytes does not decode to {} floats",
-                                  name, bytes, n));
+  throw ProtocolError(fmt::format(
+      "{} compressor: a message of {} bytes does not decode to {} floats", name, bytes, n));
 }
 
 class NoneCompressor final : public Compressor {
@@ -103,7 +103,11 @@ class SparseCompressor final : public Compressor {
 // E Q(v) = v. Message: f32 norm, then one signed level per entry in 1, 2 or 4 bytes.
 class QsgdCompressor final : public Compressor {
  public:
-  explicit QsgdCompressor(int levels) : s_(levels), width_(levels < 128 ? 1 : levels < 32768 ? 2 : 4) {}
+  explicit QsgdCompressor(int levels)
+      : s_(levels),
+        width_(levels < 128     ? 1
+               : levels < 32768 ? 2
+                                : 4) {}
   std::string name() const override { return "qsgd"; }
   std::size_t max_bytes(std::size_t n) const override { return 4 + width_ * n; }
   double contraction_scale(std::size_t n) const override {
@@ -125,9 +129,12 @@ class QsgdCompressor final : public Compressor {
         if (v[i] < 0) level = -level;
       }
       const std::size_t at = 4 + width_ * i;
-      if (width_ == 1) put<std::int8_t>(out, at, static_cast<std::int8_t>(level));
-      else if (width_ == 2) put<std::int16_t>(out, at, static_cast<std::int16_t>(level));
-      else put<std::int32_t>(out, at, level);
+      if (width_ == 1)
+        put<std::int8_t>(out, at, static_cast<std::int8_t>(level));
+      else if (width_ == 2)
+        put<std::int16_t>(out, at, static_cast<std::int16_t>(level));
+      else
+        put<std::int32_t>(out, at, level);
     }
     return 4 + width_ * v.size();
   }
@@ -136,7 +143,7 @@ class QsgdCompressor final : public Compressor {
     const float unit = scale * get<float>(m, 0) / static_cast<float>(s_);
     for (std::size_t i = 0; i < out.size(); ++i) {
       const std::size_t at = 4 + width_ * i;
-      const std::int32_t level = width_ == 1 ? get<std::int8_t>(m, at)
+      const std::int32_t level = width_ == 1   ? get<std::int8_t>(m, at)
                                  : width_ == 2 ? get<std::int16_t>(m, at)
                                                : get<std::int32_t>(m, at);
       out[i] += unit * static_cast<float>(level);
@@ -224,7 +231,8 @@ std::uint16_t to_fp16(float f) {
   const std::uint32_t x = std::bit_cast<std::uint32_t>(f);
   const std::uint32_t sign = (x >> 16) & 0x8000u;
   const std::uint32_t abs = x & 0x7FFFFFFFu;
-  if (abs >= 0x7F800000u) return static_cast<std::uint16_t>(sign | (abs > 0x7F800000u ? 0x7E00u : 0x7C00u));
+  if (abs >= 0x7F800000u)
+    return static_cast<std::uint16_t>(sign | (abs > 0x7F800000u ? 0x7E00u : 0x7C00u));
   if (abs >= 0x477FF000u) return static_cast<std::uint16_t>(sign | 0x7C00u);  // rounds to >= 65520
   if (abs < 0x38800000u) {  // below 2^-14: a subnormal half (or zero)
     // Scale into the subnormal grid (units of 2^-24) with round-to-nearest-even by the FPU.
@@ -256,6 +264,8 @@ std::uint16_t to_bf16(float f) {
   return static_cast<std::uint16_t>((x + rounding) >> 16);
 }
 
-float from_bf16(std::uint16_t h) { return std::bit_cast<float>(static_cast<std::uint32_t>(h) << 16); }
+float from_bf16(std::uint16_t h) {
+  return std::bit_cast<float>(static_cast<std::uint32_t>(h) << 16);
+}
 
 }  // namespace murmur::optimizers

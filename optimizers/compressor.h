@@ -25,7 +25,8 @@ class Compressor {
   // An upper bound on encode()'s output for n floats.
   virtual std::size_t max_bytes(std::size_t n) const = 0;
   // Writes the message for v into out (at least max_bytes(v.size()) bytes); returns its size.
-  virtual std::size_t encode(std::span<const float> v, std::span<std::byte> out, Rng& rng) const = 0;
+  virtual std::size_t encode(std::span<const float> v, std::span<std::byte> out,
+                             Rng& rng) const = 0;
   // out += scale * decode(message). Throws ProtocolError if the message is malformed for
   // out.size() floats.
   virtual void decode_add(std::span<const std::byte> message, float scale,

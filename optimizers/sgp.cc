@@ -53,7 +53,8 @@ void Sgp::after_step(std::int64_t step) {
   }
   Round& r = rounds_[t % (tau_ + 1)];
   Stopwatch blocked;
-  for (auto& q : r.sends) transport::wait_or_lost(transport_, q, options_.timeout, "a push-sum send");
+  for (auto& q : r.sends)
+    transport::wait_or_lost(transport_, q, options_.timeout, "a push-sum send");
   double blocked_s = blocked.seconds();
   const topology::RankMixing& m = schedule_.at(t);
   // Line 5-6: send (x, w) to the out-neighbors; each receiver scales by its column weight

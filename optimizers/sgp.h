@@ -54,7 +54,7 @@ class Sgp final : public Averaging {
   std::size_t stride_;
   std::vector<float> send_;
   std::unique_ptr<transport::Region> send_region_;
-  std::vector<Round> rounds_;  // round t uses rounds_[t % (tau + 1)]
+  std::vector<Round> rounds_;   // round t uses rounds_[t % (tau + 1)]
   std::int64_t consumed_ = -1;  // every round <= consumed_ has been added
   std::int64_t posted_ = -1;
 };

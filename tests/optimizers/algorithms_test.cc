@@ -1,12 +1,11 @@
 // The algorithms with local steps in between (inproc threads): every averaging scheme keeps the
 // sum of the peers' local updates (so the consensus lands on mean(x0) + mean(updates)); DiLoCo's
 // outer Nesterov step, post-local SGD's schedule, resume state, stats and config errors.
-#include <catch2/catch.hpp>
+#include <fmt/format.h>
 
+#include <catch2/catch.hpp>
 #include <cmath>
 #include <mutex>
-
-#include <fmt/format.h>
 
 #include "core/error.h"
 #include "optimizers/averaging.h"
@@ -44,10 +43,10 @@ TEST_CASE("gossip keeps the sum of local updates", "[algorithms]") {
     bool overlap;
     int tau;
   };
-  const Case c = GENERATE(Case{"dpsgd", "ring", false, 0}, Case{"dpsgd", "ring", true, 0},
-                          Case{"sgp", "random_kout", false, 0}, Case{"sgp", "random_kout", false, 2},
-                          Case{"adpsgd", "exponential", false, 0},
-                          Case{"choco", "exponential", false, 0});
+  const Case c =
+      GENERATE(Case{"dpsgd", "ring", false, 0}, Case{"dpsgd", "ring", true, 0},
+               Case{"sgp", "random_kout", false, 0}, Case{"sgp", "random_kout", false, 2},
+               Case{"adpsgd", "exponential", false, 0}, Case{"choco", "exponential", false, 0});
   CAPTURE(c.name, c.overlap, c.tau);
   const int n = 8, steps = 20, settle = 150;
   const std::size_t dim = 64;
@@ -60,7 +59,8 @@ TEST_CASE("gossip keeps the sum of local updates", "[algorithms]") {
   std::vector<double> expect(dim, 0.0);
   for (int r = 0; r < n; ++r) {
     auto x = initial_vector(7, r, dim);
-    for (std::size_t i = 0; i < dim; ++i) expect[i] += (x[i] + steps * (r + 1) * 0.01 * (i % 3)) / n;
+    for (std::size_t i = 0; i < dim; ++i)
+      expect[i] += (x[i] + steps * (r + 1) * 0.01 * (i % 3)) / n;
   }
   std::mutex mu;
   double worst = 0;
@@ -89,27 +89,30 @@ TEST_CASE("diloco takes an outer Nesterov step on the averaged pseudo-gradient",
   alg.local_steps = H;
   alg.outer_lr = 0.7;
   alg.outer_momentum = 0.9;
-  auto failures = on_ranks(n, alg, graph("ring"), dim, [&](int r, Averaging& a, auto& params) {
-    // Every rank starts from the same global model; rank r's inner steps move it by (r+1)*0.1.
-    std::vector<double> theta(dim, 1.0), m(dim, 0.0);
-    for (int outer = 0; outer < 3; ++outer) {
-      for (int k = 1; k <= H; ++k) {
-        for (auto& p : params) p -= (r + 1) * 0.1f / H;
-        a.after_step(outer * H + k);
-      }
-      // Reference: Delta = theta - mean_r(theta - (r+1)*0.1) = 0.25; m = mu m + Delta;
-      // theta -= lr (Delta + mu m).
-      for (std::size_t i = 0; i < dim; ++i) {
-        const double delta = 0.25;
-        m[i] = 0.9 * m[i] + delta;
-        theta[i] -= 0.7 * (delta + 0.9 * m[i]);
-        MURMUR_CHECK(std::fabs(params[i] - theta[i]) < 1e-5);
-      }
-    }
-    auto state = a.state();
-    MURMUR_CHECK(state.size() == 2 && state[0].first == "diloco.global");
-    MURMUR_CHECK(std::fabs(state[1].second[0] - m[0]) < 1e-5);
-  }, /*same_start=*/1.0f);
+  auto failures = on_ranks(
+      n, alg, graph("ring"), dim,
+      [&](int r, Averaging& a, auto& params) {
+        // Every rank starts from the same global model; rank r's inner steps move it by (r+1)*0.1.
+        std::vector<double> theta(dim, 1.0), m(dim, 0.0);
+        for (int outer = 0; outer < 3; ++outer) {
+          for (int k = 1; k <= H; ++k) {
+            for (auto& p : params) p -= (r + 1) * 0.1f / H;
+            a.after_step(outer * H + k);
+          }
+          // Reference: Delta = theta - mean_r(theta - (r+1)*0.1) = 0.25; m = mu m + Delta;
+          // theta -= lr (Delta + mu m).
+          for (std::size_t i = 0; i < dim; ++i) {
+            const double delta = 0.25;
+            m[i] = 0.9 * m[i] + delta;
+            theta[i] -= 0.7 * (delta + 0.9 * m[i]);
+            MURMUR_CHECK(std::fabs(params[i] - theta[i]) < 1e-5);
+          }
+        }
+        auto state = a.state();
+        MURMUR_CHECK(state.size() == 2 && state[0].first == "diloco.global");
+        MURMUR_CHECK(std::fabs(state[1].second[0] - m[0]) < 1e-5);
+      },
+      /*same_start=*/1.0f);
   INFO(failures);
   CHECK(failures.empty());
 }

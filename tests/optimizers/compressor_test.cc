@@ -1,16 +1,16 @@
 // Compressors: the message each one writes decodes to what its definition says (top-k keeps
 // the largest entries, QSGD is unbiased, sign keeps the mean magnitude), fp16/bf16 round to
 // nearest even, error feedback loses nothing, and malformed messages are refused.
-#include <catch2/catch.hpp>
+#include "optimizers/compressor.h"
 
 #include <algorithm>
+#include <catch2/catch.hpp>
 #include <cmath>
-#include <limits>
 #include <cstring>
+#include <limits>
 #include <set>
 
 #include "core/error.h"
-#include "optimizers/compressor.h"
 
 namespace murmur::optimizers {
 namespace {
@@ -22,7 +22,8 @@ std::vector<float> random_vector(std::size_t n, std::uint64_t seed) {
   return v;
 }
 
-std::unique_ptr<Compressor> compressor(const std::string& name, double ratio = 0.01, int levels = 16) {
+std::unique_ptr<Compressor> compressor(const std::string& name, double ratio = 0.01,
+                                       int levels = 16) {
   CompressorConfig c;
   c.name = name;
   c.ratio = ratio;
@@ -46,12 +47,12 @@ TEST_CASE("fp16 conversion rounds to nearest even and round-trips every half", "
   CHECK(to_fp16(-2.0f) == 0xC000);
   CHECK(to_fp16(65504.0f) == 0x7BFF);
   CHECK(to_fp16(65519.0f) == 0x7BFF);
-  CHECK(to_fp16(65520.0f) == 0x7C00);  // rounds up to infinity
-  CHECK(to_fp16(1.0f + 0x1.0p-11f) == 0x3C00);          // tie: to even
-  CHECK(to_fp16(1.0f + 3 * 0x1.0p-11f) == 0x3C02);      // tie: to even, upwards
-  CHECK(to_fp16(0x1.0p-24f) == 0x0001);                 // smallest subnormal
-  CHECK(to_fp16(0x1.0p-26f) == 0x0000);                 // below half of it
-  CHECK(to_fp16(0x1.8p-24f) == 0x0002);                 // subnormal tie: to even
+  CHECK(to_fp16(65520.0f) == 0x7C00);               // rounds up to infinity
+  CHECK(to_fp16(1.0f + 0x1.0p-11f) == 0x3C00);      // tie: to even
+  CHECK(to_fp16(1.0f + 3 * 0x1.0p-11f) == 0x3C02);  // tie: to even, upwards
+  CHECK(to_fp16(0x1.0p-24f) == 0x0001);             // smallest subnormal
+  CHECK(to_fp16(0x1.0p-26f) == 0x0000);             // below half of it
+  CHECK(to_fp16(0x1.8p-24f) == 0x0002);             // subnormal tie: to even
   CHECK(std::isnan(from_fp16(to_fp16(std::numeric_limits<float>::quiet_NaN()))));
   CHECK(std::isinf(from_fp16(to_fp16(std::numeric_limits<float>::infinity()))));
   int bad = 0;

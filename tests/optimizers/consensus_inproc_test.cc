@@ -1,10 +1,9 @@
 // Consensus without gradients over the inproc transport (8, 16 and 64 ranks as threads): every
 // algorithm drives random initial vectors to their mean at the rate the mixing matrices predict.
-#include <catch2/catch.hpp>
-
-#include <cmath>
-
 #include <fmt/format.h>
+
+#include <catch2/catch.hpp>
+#include <cmath>
 
 #include "core/error.h"
 #include "tests/optimizers/consensus_util.h"
@@ -98,8 +97,7 @@ TEST_CASE("overlapped dpsgd lands the same rounds one call later", "[consensus]"
   CHECK(r.flushed / r.error[0] >= 0.5 * std::pow(0.9 * lambda, run.rounds));
 }
 
-TEST_CASE("one-peer exponential graph reaches the exact mean after log2(n) rounds",
-          "[consensus]") {
+TEST_CASE("one-peer exponential graph reaches the exact mean after log2(n) rounds", "[consensus]") {
   const int n = GENERATE(8, 16, 64);
   for (const std::string name : {"dpsgd", "sgp"}) {
     CAPTURE(n, name);
@@ -119,8 +117,8 @@ TEST_CASE("one-peer exponential graph reaches the exact mean after log2(n) round
 
 // Plain averaging x <- W x with the rows of each round's graph normalized (what D-PSGD would do
 // on a directed graph), in double: returns the distance of the consensus value to the mean.
-double plain_averaging_bias(const TopologyConfig& topology, int n, std::uint64_t seed,
-                            int rounds, std::size_t dim, double* spread) {
+double plain_averaging_bias(const TopologyConfig& topology, int n, std::uint64_t seed, int rounds,
+                            std::size_t dim, double* spread) {
   std::vector<std::vector<double>> x(n);
   std::vector<double> mean(dim, 0.0);
   for (int r = 0; r < n; ++r) {
@@ -150,9 +148,10 @@ double plain_averaging_bias(const TopologyConfig& topology, int n, std::uint64_t
   return std::sqrt(bias);
 }
 
-TEST_CASE("push-sum reaches the true mean on a directed time-varying graph; plain averaging "
-          "does not",
-          "[consensus]") {
+TEST_CASE(
+    "push-sum reaches the true mean on a directed time-varying graph; plain averaging "
+    "does not",
+    "[consensus]") {
   const int n = GENERATE(8, 16, 64);
   const int tau = GENERATE(0, 2);
   CAPTURE(n, tau);
@@ -170,12 +169,11 @@ TEST_CASE("push-sum reaches the true mean on a directed time-varying graph; plai
                    r.flushed / r.error[0]));
   CHECK(r.flushed / r.error[0] < 1e-4);
   double spread = 0;
-  const double bias =
-      plain_averaging_bias(run.topology, n, run.seed, run.rounds, run.dim, &spread);
+  const double bias = plain_averaging_bias(run.topology, n, run.seed, run.rounds, run.dim, &spread);
   INFO(fmt::format("plain averaging: spread {:.3g}, distance to the mean {:.3g} (of {:.3g})",
                    spread, bias / r.error[0], r.error[0]));
-  CHECK(spread < 1e-3);                // it does reach a consensus...
-  CHECK(bias / r.error[0] > 1e-2);     // ...at the wrong value
+  CHECK(spread < 1e-3);             // it does reach a consensus...
+  CHECK(bias / r.error[0] > 1e-2);  // ...at the wrong value
 }
 
 TEST_CASE("dpsgd refuses weights that are not doubly stochastic", "[consensus]") {
@@ -205,7 +203,10 @@ TEST_CASE("allreduce, local_sgd and diloco average exactly", "[consensus]") {
     for (int t = 1; t < first; ++t) CHECK(r.error[t] == r.error[0]);  // nothing yet
     CHECK(r.error[first] / r.error[0] < 1e-6);
     // The ring gives every rank the bitwise same mean; diloco then steps its own global model.
-    if (name == "diloco") CHECK(r.spread < 1e-5); else CHECK(r.spread == 0.0);
+    if (name == "diloco")
+      CHECK(r.spread < 1e-5);
+    else
+      CHECK(r.spread == 0.0);
   }
 }
 
@@ -286,8 +287,7 @@ TEST_CASE("choco reaches consensus with every compressor", "[consensus][choco]")
     int rounds;
   };
   const Case c = GENERATE(Case{"randomk", 0.02, 2000}, Case{"qsgd", 0.3, 400},
-                          Case{"sign", 0.05, 2000}, Case{"fp16", 1.0, 100},
-                          Case{"bf16", 1.0, 100});
+                          Case{"sign", 0.05, 2000}, Case{"fp16", 1.0, 100}, Case{"bf16", 1.0, 100});
   CAPTURE(c.name);
   ConsensusRun run;
   run.ranks = 8;
@@ -300,7 +300,8 @@ TEST_CASE("choco reaches consensus with every compressor", "[consensus][choco]")
   auto r = run_consensus(run);
   INFO(r.failures);
   REQUIRE(r.failures.empty());
-  INFO(fmt::format("error ratio after {} rounds: {:.3g}", c.rounds, r.error[c.rounds] / r.error[0]));
+  INFO(
+      fmt::format("error ratio after {} rounds: {:.3g}", c.rounds, r.error[c.rounds] / r.error[0]));
   CHECK(r.error[c.rounds] / r.error[0] < 1e-3);
 }
 

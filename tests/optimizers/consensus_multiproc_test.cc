@@ -1,10 +1,9 @@
 // The consensus tests again, with 4 and 8 ranks as forked processes over the tcp backend (and
 // ucx where built), on 127.0.0.1 with port 0 and a fresh rendezvous directory.
-#include <catch2/catch.hpp>
-
-#include <cmath>
-
 #include <fmt/format.h>
+
+#include <catch2/catch.hpp>
+#include <cmath>
 
 #include "tests/optimizers/consensus_util.h"
 

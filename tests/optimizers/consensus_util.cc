@@ -1,18 +1,17 @@
 #include "tests/optimizers/consensus_util.h"
 
+#include <fmt/format.h>
 #include <stdlib.h>
 
 #include <cmath>
 #include <filesystem>
 #include <fstream>
 
-#include <fmt/format.h>
-
 #include "core/rng.h"
 #include "optimizers/averaging.h"
-#include "transport/factory.h"
 #include "tests/transport/backends.h"
 #include "topology/spectral.h"
+#include "transport/factory.h"
 
 // The transport test harness is compiled into this executable too (test_optimizers globs only
 // tests/optimizers/*.cc), so the consensus tests run over exactly the backends it runs.
@@ -70,7 +69,8 @@ ConsensusResult run_consensus(const ConsensusRun& run) {
     auto region = ctx.transport().register_region(std::as_writable_bytes(std::span(params)));
     TransportConfig tc;
     tc.recv_timeout_ms = 30000;
-    AveragingContext actx{run.algorithm, run.topology, tc, ctx.transport(), *region, params, run.seed};
+    AveragingContext actx{run.algorithm, run.topology, tc,      ctx.transport(),
+                          *region,       params,       run.seed};
     auto averaging = make_averaging(actx);
     auto distance = [&] {
       std::span<const float> z = averaging->debiased(model) ? std::span<const float>(model)
@@ -86,8 +86,8 @@ ConsensusResult run_consensus(const ConsensusRun& run) {
     }
     averaging->flush();
     out.push_back(distance());
-    std::span<const float> z = averaging->debiased(model) ? std::span<const float>(model)
-                                                          : std::span<const float>(params);
+    std::span<const float> z =
+        averaging->debiased(model) ? std::span<const float>(model) : std::span<const float>(params);
     std::ofstream f(fmt::format("{}/rank{}", dir, r), std::ios::binary);
     f.write(reinterpret_cast<const char*>(out.data()), out.size() * sizeof(double));
     f.write(reinterpret_cast<const char*>(z.data()), d * sizeof(float));

@@ -24,10 +24,11 @@ struct ConsensusRun {
 };
 
 struct ConsensusResult {
-  std::string failures;        // "" when every rank returned normally
-  std::vector<double> error;   // error[t]: sqrt(sum_r ||z_r - mean||^2) after t rounds (t = 0..rounds)
-  double flushed = 0;          // the same after flush() following the last round
-  double spread = 0;           // max over ranks and entries of |z_r - z_0| after flush()
+  std::string failures;  // "" when every rank returned normally
+  std::vector<double>
+      error;           // error[t]: sqrt(sum_r ||z_r - mean||^2) after t rounds (t = 0..rounds)
+  double flushed = 0;  // the same after flush() following the last round
+  double spread = 0;   // max over ranks and entries of |z_r - z_0| after flush()
 };
 
 // Rank r's initial entry i: standard normal from Rng(seed).fork(r).
