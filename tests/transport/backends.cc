@@ -27,9 +27,9 @@ std::vector<std::string> built_backends() {
 #ifdef MURMUR_WITH_UCX
   out.push_back("ucx");
 #endif
-#ifdef MURMUR_WITH_OFI
-  out.push_back("ofi");
-#endif
+  // ofi stays out until it passes two contracts: libfabric 1.17's tcp;ofi_rxm drops the message
+  // after a truncated eager one, and a killed peer's pending recv only reaches its deadline
+  // (no PeerLost). Its own tests are tests/transport/ofi_test.cc.
   return out;
 }
 
