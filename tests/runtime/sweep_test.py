@@ -108,7 +108,7 @@ def main():
         for png in pngs:
             path = os.path.join(out, png)
             check(os.path.exists(path) and is_png(path), f"{png} missing or not a PNG")
-            check(f"({png})" in report, f"report.md does not show {png}")
+            check(f"({png})" in report or f'src="{png}"' in report, f"report.md does not show {png}")
 
         for pid in ("ring", "local_H3"):
             series = json.load(open(os.path.join(out, pid, "consensus.json")))["series"]

@@ -110,37 +110,50 @@ def line_figure(plt, sweep, data, path, x_of, y_of, xlabel, ylabel, logy=False, 
     return drawn
 
 
+def predicted(gap, steps):
+    """Consensus distance of one gossip mode lambda = 1 - gap kicked by unit noise every step,
+    after `steps` steps: sqrt(sum_{t<T} lambda^(2t)) = sqrt((1 - lambda^2T) / (1 - lambda^2)).
+    Long runs give the steady state 1/sqrt(gap (2 - gap)) ~ lr sigma / sqrt(p) (Koloskova et al.
+    2020, IID data); short runs on slow graphs are still filling up, ~ sqrt(T)."""
+    lam = 1.0 - gap
+    if lam <= 0:
+        return 1.0
+    return math.sqrt((1.0 - lam ** (2 * steps)) / (1.0 - lam * lam))
+
+
 def scale_figure(plt, sweep, data, path):
-    """Final consensus distance and accuracy against n, per series, with c / spectral gap."""
+    """Final consensus distance (gossip only) and accuracy against n, one line per series, with
+    the spectral-gap prediction scaled by one constant c fitted over all points (the geometric
+    mean of measured / predicted): the prediction's shape across n and graphs is the claim."""
     by_series = {}
     for pid, (point, row, cv, cons) in data.items():
         by_series.setdefault(point.axes.get(sweep.series, pid), []).append(row)
-    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(10, 3.8))
-    # Consensus ~ c / sqrt(gap): with IID data the gossip error is driven by gradient noise,
-    # distance^2 ~ lr^2 sigma^2 / p (Koloskova et al. 2020). One constant for all points, the
-    # geometric mean of distance * sqrt(gap): the prediction's shape is the claim, not c.
-    pairs = [(r["consensus_distance"], r["spectral_gap"]) for rs in by_series.values() for r in rs
-             if r.get("consensus_distance") and r.get("spectral_gap")]
-    c = math.exp(sum(math.log(d * math.sqrt(g)) for d, g in pairs) / len(pairs)) if pairs else None
-    for label, rs in by_series.items():
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(10.5, 3.9))
+    ok = lambda r: r.get("consensus_distance") and r.get("spectral_gap") and r.get("steps")
+    pairs = [(r["consensus_distance"], predicted(r["spectral_gap"], r["steps"]))
+             for rs in by_series.values() for r in rs if ok(r)]
+    c = math.exp(sum(math.log(d / p) for d, p in pairs) / len(pairs)) if pairs else None
+    colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    for i, (label, rs) in enumerate(by_series.items()):
+        color = colors[i % len(colors)]
         rs = sorted((r for r in rs if r.get("peers")), key=lambda r: r["peers"])
         ns = [r["peers"] for r in rs]
-        line, = ax1.plot(ns, [r.get("consensus_distance") or float("nan") for r in rs], marker="o", label=label)
-        if c is not None and any(r.get("spectral_gap") for r in rs):
-            ax1.plot(ns, [c / math.sqrt(r["spectral_gap"]) if r.get("spectral_gap") else float("nan") for r in rs],
-                     linestyle="--", color=line.get_color(), alpha=0.7)
-        ax2.plot(ns, [r.get("avg_model_acc") or float("nan") for r in rs], marker="o", label=f"{label} (average)")
-        ax2.plot(ns, [r.get("peer_acc_mean") or float("nan") for r in rs], linestyle=":",
-                 color=line.get_color())
+        if c is not None and any(ok(r) for r in rs):
+            ax1.plot(ns, [r["consensus_distance"] if ok(r) else float("nan") for r in rs], marker="o",
+                     color=color, label=label)
+            ax1.plot(ns, [c * predicted(r["spectral_gap"], r["steps"]) if ok(r) else float("nan") for r in rs],
+                     linestyle="--", color=color, alpha=0.7)
+        ax2.plot(ns, [r.get("avg_model_acc") or float("nan") for r in rs], marker="o", color=color, label=label)
+        ax2.plot(ns, [r.get("peer_acc_mean") or float("nan") for r in rs], linestyle=":", color=color)
     for ax in (ax1, ax2):
         ax.set_xscale("log", base=2)
         ax.set_xlabel("peers n")
+        ax.legend(fontsize=7)
     ax1.set_yscale("log")
-    ax1.set_ylabel("final consensus distance")
-    ax1.set_title("measured (solid) vs c / sqrt(spectral gap) (dashed)")
-    ax2.set_ylabel("test accuracy")
-    ax2.set_title("average model (solid), mean peer (dotted)")
-    ax1.legend(fontsize=7)
+    ax1.set_ylabel("final consensus distance (gossip)")
+    ax1.set_title("measured (solid) vs spectral-gap prediction (dashed)", fontsize=9)
+    ax2.set_ylabel("final test accuracy")
+    ax2.set_title("average model (solid), mean over peers (dotted)", fontsize=9)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
@@ -157,14 +170,15 @@ def draw_all(out, sweep, data, topo):
     if line_figure(plt, sweep, data, os.path.join(out, "accuracy_vs_epoch.png"), lambda d, c: c["epoch"], acc,
                    "epoch", "test accuracy (mean over peers; band: min-max)", band=band):
         figures.append(("Test accuracy against epochs", "accuracy_vs_epoch.png"))
-    if line_figure(plt, sweep, data, os.path.join(out, "accuracy_vs_bytes.png"), lambda d, c: c["bytes"], acc,
-                   "bytes sent per peer", "test accuracy (mean over peers)", band=band):
+    top = max((c["bytes"] for _, _, cv, _ in data.values() for c in cv), default=0)
+    unit, div = next(((u, d) for u, d in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)) if top >= 2 * d), ("B", 1))
+    if line_figure(plt, sweep, data, os.path.join(out, "accuracy_vs_bytes.png"), lambda d, c: c["bytes"] / div,
+                   acc, f"bytes sent per peer ({unit})", "test accuracy (mean over peers)", band=band):
         figures.append(("Test accuracy against bytes sent", "accuracy_vs_bytes.png"))
     if line_figure(plt, sweep, data, os.path.join(out, "consensus_vs_step.png"), lambda d, c: c[0], lambda d, c: c[1],
                    "step", "consensus distance", logy=True, points_of=lambda d: d[3]):
         figures.append(("Consensus distance against step", "consensus_vs_step.png"))
-    sizes = {p.axes.get("world.size") for p, *_ in data.values()}
-    if len(sizes) >= 3:
+    if len(sweep.grid.get("world.size") or []) >= 3:
         scale_figure(plt, sweep, data, os.path.join(out, "scale.png"))
         figures.append(("Final consensus distance and accuracy against the number of peers", "scale.png"))
     drawn = set()
@@ -178,5 +192,5 @@ def draw_all(out, sweep, data, topo):
         drawn.add((graph, n))
         png = f"graph_{graph}_n{n}.png"
         if topo.draw(graph, n, weights, os.path.join(out, png)):
-            figures.append((f"Graph: {graph}, {n} peers", png))
+            figures.append((f"graph: {graph}, {n} peers", png))
     return figures

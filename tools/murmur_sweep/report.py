@@ -76,7 +76,8 @@ def point_row(sweep, point, run_dir, topo):
     if peers:
         accs = [p["test_accuracy"] for p in peers]
         row.update(peer_acc_mean=sum(accs) / len(accs), peer_acc_min=min(accs),
-                   bytes_per_peer=sum(p.get("bytes_sent", 0) for p in peers) / len(peers))
+                   bytes_per_peer=sum(p.get("bytes_sent", 0) for p in peers) / len(peers),
+                   steps=max(p.get("steps", 0) for p in peers))  # for the plots, not the table
     if "average_model" in s:
         row["avg_model_acc"] = s["average_model"]["test_accuracy"]
         row["consensus_distance"] = s.get("consensus_distance")
@@ -113,7 +114,7 @@ def fmt(key, v):
 
 
 def write_markdown(path, sweep, rows, figures, missing):
-    cols = [c for c in ["point"] + [a for a in sweep.axes if a != "point"] + COLUMNS[1:]
+    cols = [c for c in ["point"] + [a for a in sweep.axes if a not in ("point", "world.size")] + COLUMNS[1:]
             if any(r.get(c) not in (None, "") for r in rows)]
     lines = [f"# Sweep `{sweep.name}`", "",
              f"{len(rows)} points from `{os.path.basename(sweep.path)}`"
@@ -128,8 +129,13 @@ def write_markdown(path, sweep, rows, figures, missing):
     for r in rows:
         lines.append("| " + " | ".join(fmt(c, r.get(c)) for c in cols) + " |")
     lines.append("")
+    graphs = [(t, png) for t, png in figures if png.startswith("graph_")]
     for title, png in figures:
-        lines += [f"## {title}", "", f"![{title}]({png})", ""]
+        if (title, png) not in graphs:
+            lines += [f"## {title}", "", f"![{title}]({png})", ""]
+    if graphs:  # small drawings, side by side
+        lines += ["## Topologies (murmur-topo --dot)", "",
+                  " ".join(f'<img src="{png}" alt="{t}" title="{t}" height="220">' for t, png in graphs), ""]
     with open(path, "w") as f:
         f.write("\n".join(lines))
 
@@ -147,7 +153,7 @@ def build(out, sweep=None, topo=None):
             continue
         rows.append(row)
         data[p.id] = (p, row, cv, cons)
-    cols = ["point"] + [a for a in sweep.axes if a != "point"] + COLUMNS[1:]
+    cols = ["point"] + [a for a in sweep.axes if a not in ("point", "world.size")] + COLUMNS[1:]
     with open(os.path.join(out, "summary.csv"), "w", newline="") as f:
         w = csv.DictWriter(f, fieldnames=cols, extrasaction="ignore")
         w.writeheader()
