@@ -65,7 +65,7 @@ TEST_CASE("4 peers reach the single-peer loss with every algorithm", "[launch][m
       {"sgp", "--set topology.graph=one_peer_exponential"},
       {"adpsgd", "--set topology.graph=ring"},
       {"local_sgd", "--set algorithm.local_steps=4"},
-      {"diloco", "--set algorithm.local_steps=8 --set algorithm.outer_lr=0.7"},
+      {"diloco", "--set algorithm.local_steps=8 --set algorithm.outer_momentum=0.5"},
       {"choco", "--set algorithm.compressor.name=topk --set algorithm.compressor.ratio=0.1 "
                 "--set algorithm.consensus_lr=0.3"},
   }));
@@ -160,7 +160,8 @@ TEST_CASE("a peer killed mid-run stops the others, or lets them go on", "[launch
       if (std::getline(m, line) && std::getline(m, line)) break;
       std::this_thread::sleep_for(std::chrono::milliseconds(100));
     }
-    run_command("pkill -KILL -f -- '--rank 2 --world-size 4.*" + out.string() + "'", 10);
+    // "[-]" keeps the pattern from matching the shell that runs pkill itself.
+    run_command("pkill -KILL -f -- '[-]-out " + out.string() + " --rank 2 '", 10);
   });
   auto r = run_command(cmd, 120);
   killer.join();

@@ -175,10 +175,14 @@ asio::awaitable<void> Context::watchdog() {
       if (!slot) continue;
       Peer& p = *slot;
       if (p.state == Peer::State::kConnecting && now >= p.connect_deadline) {
+        // Name what was awaited: the peer's address, or where it should have been published.
+        const std::string awaited =
+            p.address.empty() ? fmt::format("its address never appeared in the {}",
+                                             rendezvous_->describe())
+                              : rank_ < p.rank ? "dialing it" : "awaiting its dial";
         fail(p, std::make_exception_ptr(PeerLost(fmt::format(
                     "{}: no connection with {} within transport.connect_timeout_ms = {} ({})",
-                    self(), p.describe(), config_.connect_timeout_ms,
-                    rank_ < p.rank ? "dialing it" : "awaiting its dial"))));
+                    self(), p.describe(), config_.connect_timeout_ms, awaited))));
       } else if (p.state == Peer::State::kReady && (p.mid_frame || p.writing) &&
                  now - p.last_progress > stall) {
         fail(p, std::make_exception_ptr(PeerLost(fmt::format(
