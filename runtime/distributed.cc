@@ -10,9 +10,11 @@
 namespace murmur::runtime {
 namespace {
 
-// Tags of the runtime's own collectives, above any algorithm's round tags.
-constexpr transport::Tag kAverageTag = 0xFFFF0001;
-constexpr transport::Tag kDistanceTag = 0xFFFF0002;
+// Tags of the runtime's own collectives: below 2^24, where no algorithm's ring tags are
+// (theirs are purpose << 24 | round, purpose >= 1), and small enough that RingAllreduce's
+// tag << 32 still fits the 62 tag bits UCX leaves beside the source rank of a small world.
+constexpr transport::Tag kAverageTag = 0x00FFFF01;
+constexpr transport::Tag kDistanceTag = 0x00FFFF02;
 
 transport::CollectiveOptions collective_options(const TransportConfig& t) {
   transport::CollectiveOptions o;

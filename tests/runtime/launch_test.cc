@@ -176,3 +176,26 @@ TEST_CASE("a peer killed mid-run stops the others, or lets them go on", "[launch
     CHECK_THAT(r.output, Catch::Contains("stopping the others"));
   }
 }
+
+TEST_CASE("ring and allreduce over every process backend", "[launch][multiproc]") {
+  std::vector<std::string> backends = {"tcp"};
+#ifdef MURMUR_WITH_UCX
+  backends.push_back("ucx");
+#endif
+#ifdef MURMUR_WITH_OFI
+  backends.push_back("ofi");
+#endif
+  const auto backend = GENERATE_COPY(from_range(backends));
+  const std::string algorithm = GENERATE("allreduce", "dpsgd");
+  TempDir dir;
+  const auto config = write_config(dir);
+  const auto out = dir.path() / "run";
+  auto r = run_command("env UCX_TLS=tcp,self UCX_NET_DEVICES=lo FI_TCP_IFACE=lo " + launcher() +
+                       " -n 4 " + config.string() + " --set algorithm.name=" + algorithm +
+                       " --set transport.backend=" + backend + " --out " + out.string());
+  INFO(backend << " " << algorithm << "\n" << r.output);
+  REQUIRE(r.exit_code == 0);
+  const auto summary = read_json(out / "summary.json");
+  for (const auto& p : summary["peers"]) CHECK(p["backend"] == backend);
+  CHECK(summary["average_model"]["test_accuracy"].get<double>() > 0.8);
+}

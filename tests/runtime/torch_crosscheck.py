@@ -82,7 +82,8 @@ def check(peer, model, steps, workdir):
     import numpy as np
     import torch
     out = os.path.join(workdir, model)
-    cmd = [peer, "--out", out, "--set", f"model.name={model}", "--set", f"train.max_steps={steps}",
+    single = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "configs", "single.yaml")
+    cmd = [peer, "--config", single, "--out", out, "--set", f"model.name={model}", "--set", f"train.max_steps={steps}",
            "--set", "run.threads=1", "--set", "checkpoint.every_steps=0"]
     subprocess.run(cmd, check=True, timeout=600)
     with open(os.path.join(out, "summary.json")) as f:

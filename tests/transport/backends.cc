@@ -7,6 +7,7 @@
 
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
 #include <thread>
 
 #include <fmt/format.h>
@@ -87,6 +88,19 @@ static std::vector<RankResult> run_threads(int size, const std::function<void(Ra
   return results;
 }
 
+// A barrier of forked ranks through files in the run's temp dir.
+static void arrive_and_wait(const std::string& dir, int rank, int size,
+                            std::chrono::milliseconds limit) {
+  std::ofstream(fmt::format("{}/done-{}", dir, rank)).put('1');
+  const auto deadline = std::chrono::steady_clock::now() + limit;
+  for (int q = 0; q < size; ++q) {
+    while (!std::filesystem::exists(fmt::format("{}/done-{}", dir, q)) &&
+           std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+  }
+}
+
 static std::vector<RankResult> run_processes(const std::string& backend, int size,
                                              const std::function<void(RankContext&)>& body,
                                              const RunOptions& options) {
@@ -110,6 +124,10 @@ static std::vector<RankResult> run_processes(const std::string& backend, int siz
         RankContext ctx(*transport, backend);
         body(ctx);
         code = 0;
+        // Like MPI_Finalize: nobody tears its transport down while others may still be
+        // talking to it (a closed UCX endpoint turns the peers' last receives into
+        // "Endpoint timeout"). A rank that died never arrives; the wait is bounded.
+        arrive_and_wait(dir, r, size, std::chrono::seconds(5));
       } catch (const std::exception& e) {
         message = e.what();
       }
