@@ -75,7 +75,12 @@ class Trainer {
     }
     optimizer_ = optimizers::make_local_optimizer(config.train.optimizer,
                                                   model_->params().flat().size());
-    steps_per_epoch_ = loader_.batches_per_epoch();
+    // Every peer must take the same number of steps (a neighbor waits for each exchange), also
+    // when a non-IID split gives the shards different sizes: an epoch is the whole data set's
+    // size over the peers, in batches; a smaller shard is simply reshuffled sooner.
+    const std::int64_t per_peer = (train_.size + config.world.size - 1) / config.world.size;
+    steps_per_epoch_ = std::max<std::int64_t>(
+        1, (per_peer + config.train.batch_size - 1) / config.train.batch_size);
     total_steps_ = steps_per_epoch_ * config.train.epochs;
     if (config.train.max_steps > 0) total_steps_ = std::min(total_steps_, config.train.max_steps);
     schedule_ = std::make_unique<optimizers::LrSchedule>(config.train.optimizer,
@@ -353,7 +358,10 @@ void check_config(const ExperimentConfig& config) {
 PeerResult run_peer(const ExperimentConfig& config, const PeerOptions& options) {
   check_config(config);
   if (options.install_signal_handlers) install_stop_handlers();
-  nn::cpu::set_compute_threads(default_threads(config.run, options.local_peers));
+  // One pool per process: simulated peers (threads of one process) all ask for the same size,
+  // so only the first call changes anything.
+  const int threads = default_threads(config.run, options.local_peers);
+  if (nn::cpu::compute_threads() != threads) nn::cpu::set_compute_threads(threads);
   std::filesystem::create_directories(options.out / fmt::format("rank{}", std::max(0, config.world.rank)));
   Trainer trainer(config, options);
   return trainer.run();

@@ -199,3 +199,17 @@ TEST_CASE("ring and allreduce over every process backend", "[launch][multiproc]"
   for (const auto& p : summary["peers"]) CHECK(p["backend"] == backend);
   CHECK(summary["average_model"]["test_accuracy"].get<double>() > 0.8);
 }
+
+TEST_CASE("non-IID shards of different sizes still train together", "[launch][multiproc]") {
+  TempDir dir;
+  const auto config = write_config(dir);
+  const auto out = dir.path() / "run";
+  // Dirichlet(0.1) gives the peers very different shard sizes; all must take the same steps.
+  auto r = run_command(launcher() + " -n 4 " + config.string() +
+                       " --set algorithm.name=dpsgd --set data.partition=dirichlet"
+                       " --set data.dirichlet_alpha=0.1 --out " + out.string());
+  INFO(r.output);
+  REQUIRE(r.exit_code == 0);
+  const auto summary = read_json(out / "summary.json");
+  for (const auto& p : summary["peers"]) CHECK(p["steps"] == 96);
+}
