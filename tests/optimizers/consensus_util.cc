@@ -13,10 +13,6 @@
 #include "topology/spectral.h"
 #include "transport/factory.h"
 
-// The transport test harness is compiled into this executable too (test_optimizers globs only
-// tests/optimizers/*.cc), so the consensus tests run over exactly the backends it runs.
-#include "tests/transport/backends.cc"
-
 namespace murmur::optimizers::testing {
 
 namespace tt = transport::testing;
