@@ -10,6 +10,13 @@ Request Transport::put(int peer, const Region&, ByteRange, std::span<const std::
                        ": this backend has no one-sided put");
 }
 
+bool Transport::wait(Request& request, Deadline deadline) {
+  for (;;) {
+    if (test(request)) return true;
+    if (Clock::now() >= deadline) return false;
+  }
+}
+
 bool wait_all(Transport& transport, std::span<Request> requests, Deadline deadline) {
   for (Request& r : requests) {
     if (r.valid() && !transport.wait(r, deadline)) return false;

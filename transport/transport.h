@@ -100,8 +100,9 @@ class Transport {
   // (PeerLost, ProtocolError, TransportError) if it failed.
   virtual bool test(Request& request) = 0;
   // Returns true iff `request` completed before `deadline`; false at the deadline (the request
-  // stays pending). Throws as test() does.
-  virtual bool wait(Request& request, Deadline deadline) = 0;
+  // stays pending). Throws as test() does. By default polls test(): right for backends whose
+  // progress is driven by the caller (ucx, ofi); tcp and inproc block on their own events.
+  virtual bool wait(Request& request, Deadline deadline);
   // Gives up on a pending request (after a timeout) so that its buffer may be reused.
   virtual void cancel(Request& request) = 0;
 

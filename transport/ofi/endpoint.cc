@@ -212,13 +212,6 @@ bool Transport::test(Request& request) {
   return true;
 }
 
-bool Transport::wait(Request& request, Deadline deadline) {
-  for (;;) {
-    if (test(request)) return true;
-    if (Clock::now() >= deadline) return false;
-  }
-}
-
 void Transport::cancel(Request& request) {
   auto* op = static_cast<Op*>(request.state());
   if (op == nullptr || op->done) return;
