@@ -34,6 +34,10 @@ class BatchNorm2d : public Layer {
   void backward(const Tensor& in, const Tensor& out, Tensor& grad_out, Tensor& grad_in,
                 std::span<float> workspace, const StepContext& ctx) override;
 
+  std::int64_t channels() const { return channels_; }
+  float eps() const { return eps_; }
+  float momentum() const { return momentum_; }
+
  private:
   std::int64_t channels_;
   float eps_, momentum_;

@@ -45,6 +45,9 @@ class Conv2d : public Layer {
                 std::span<float> workspace, const StepContext& ctx) override;
 
   bool fused_relu() const { return fused_relu_; }
+  std::int64_t in_channels() const { return in_; }
+  std::int64_t out_channels() const { return out_; }
+  const Conv2dOptions& options() const { return opt_; }
 
  private:
   cpu::ConvGeometry geometry(const Shape& sample, std::int64_t n) const;

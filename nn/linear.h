@@ -33,6 +33,7 @@ class Linear : public Layer {
   std::int64_t in_features() const { return in_; }
   std::int64_t out_features() const { return out_; }
   bool fused_relu() const { return fused_relu_; }
+  bool has_bias() const { return has_bias_; }
 
  private:
   std::int64_t in_, out_;

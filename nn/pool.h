@@ -29,6 +29,8 @@ class Pool2d : public Layer {
   std::string describe() const override;
   // Throws ConfigError unless input is [c, h, w] and the window fits the padded input.
   Shape output_shape(const Shape& input) const override;
+  // Strides resolved (never 0).
+  const PoolOptions& options() const { return opt_; }
 
  protected:
   cpu::PoolGeometry geometry(const Shape& batch_shape) const;

@@ -1,0 +1,26 @@
+#include "nn/cuda/check.h"
+
+#include <fmt/format.h>
+
+#include "core/error.h"
+
+namespace murmur::nn::cuda {
+
+void throw_cuda(cudaError_t status, const char* expr, const char* file, int line) {
+  throw CudaError(fmt::format("{}:{}: {} failed: {} ({})", file, line, expr,
+                              cudaGetErrorString(status), cudaGetErrorName(status)));
+}
+
+const char* cublas_status_name(cublasStatus_t status) { return cublasGetStatusString(status); }
+
+void throw_cublas(cublasStatus_t status, const char* expr, const char* file, int line) {
+  throw CudaError(fmt::format("{}:{}: {} failed: {} ({})", file, line, expr,
+                              cublas_status_name(status), static_cast<int>(status)));
+}
+
+void throw_cudnn(cudnnStatus_t status, const char* expr, const char* file, int line) {
+  throw CudaError(fmt::format("{}:{}: {} failed: {} ({})", file, line, expr,
+                              cudnnGetErrorString(status), static_cast<int>(status)));
+}
+
+}  // namespace murmur::nn::cuda
