@@ -21,6 +21,7 @@
 #include "optimizers/local_optimizer.h"
 #include "optimizers/lr_schedule.h"
 #include "runtime/checkpoint.h"
+#include "runtime/cuda_trainer.h"
 #include "runtime/distributed.h"
 #include "runtime/evaluate.h"
 #include "runtime/stop_signal.h"
@@ -75,6 +76,9 @@ class Trainer {
     }
     optimizer_ = optimizers::make_local_optimizer(config.train.optimizer,
                                                   model_->params().flat().size());
+    // run.device: cuda trains a device twin; the host model stays what the rest reads.
+    device_ = make_device_trainer(config, *model_, *optimizer_, rank_);
+    if (device_) log().info("rank {}: training on {}", rank_, device_->describe());
     // Every peer must take the same number of steps (a neighbor waits for each exchange), also
     // when a non-IID split gives the shards different sizes: an epoch is the whole data set's
     // size over the peers, in batches; a smaller shard is simply reshuffled sooner.
@@ -103,13 +107,16 @@ class Trainer {
     while (step_ < total_steps_ && !stop_requested()) {
       const auto t = Clock::now();
       const int n = loader_.next(x_.data(), y_.data());
-      const float loss = model_->train_batch(x_.data(), y_.data(), n, rng_);
       const double lr = schedule_->at(step_);
-      optimizer_->step(model_->params().flat(), model_->grads().flat(), static_cast<float>(lr));
+      const float loss = device_ ? device_->step(x_.data(), y_.data(), n, rng_, static_cast<float>(lr))
+                                 : model_->train_batch(x_.data(), y_.data(), n, rng_);
+      if (!device_) optimizer_->step(model_->params().flat(), model_->grads().flat(), static_cast<float>(lr));
       compute_s_ += seconds_since(t);
       ++step_;
       if (dist_) {
+        if (device_) device_->to_host(false);  // averaging works on the host arena
         dist_->after_step(step_);
+        if (device_) device_->to_device(false);
         take_comm_stats();
       }
       window_loss += loss;
@@ -209,7 +216,12 @@ class Trainer {
   }
 
   Evaluation log_eval(Clock::time_point start) {
-    last_eval_ = with_model([&] { return evaluate(*model_, test_, config_.eval.batch_size); });
+    if (device_) device_->to_host(true);
+    last_eval_ = with_model([&] {
+      return device_ ? device_->evaluate(test_, config_.eval.batch_size)
+                     : evaluate(*model_, test_, config_.eval.batch_size);
+    });
+    if (device_) device_->to_device(true);  // flush() may have mixed into the host copy
     metrics_.write({{"kind", "eval"}, {"rank", rank_}, {"step", step_}, {"epoch", epoch()},
                     {"time_s", seconds_since(start)}, {"test_loss", last_eval_.loss},
                     {"test_accuracy", last_eval_.accuracy}});
@@ -224,6 +236,7 @@ class Trainer {
   // consensus distance. The peer's own parameters are left as they were.
   void final_average(PeerResult& result) {
     const auto t = Clock::now();
+    if (device_) device_->to_host(true);
     dist_->flush();
     std::span<float> params = model_->params().flat();
     saved_.assign(params.begin(), params.end());
@@ -256,6 +269,7 @@ class Trainer {
     s.step = step_;
     s.loader = loader_.state();
     s.rng = rng_.state();
+    if (device_) device_->to_host(true);
     s.extra["murmur.optimizer.steps"] = std::to_string(optimizer_->steps());
     if (dist_) {
       dist_->flush();
@@ -263,6 +277,7 @@ class Trainer {
     }
     auto flat = flat_state();
     save_checkpoint(file, model_->params(), model_->buffers(), flat, s, config_json_);
+    if (device_) device_->to_device(false);  // flush() may have mixed into the host copy
   }
 
   // The parts of a config that decide what is trained; a checkpoint of another training is
@@ -308,6 +323,7 @@ class Trainer {
           dist_->averaging().restore_scalars(scalars);
         }
         log().info("rank {}: resumed from {} at step {}", rank_, file.string(), step_);
+        if (device_) device_->to_device(true);
         return;
       } catch (const CheckpointError& e) {
         log().warn("rank {}: skipping unusable checkpoint: {}", rank_, e.what());
@@ -331,6 +347,7 @@ class Trainer {
   std::unique_ptr<Distributed> dist_;
   std::vector<float> saved_;  // the raw parameters while a debiased or average model is in place
   std::unique_ptr<optimizers::LocalOptimizer> optimizer_;
+  std::unique_ptr<DeviceTrainer> device_;  // run.device: cuda; declared after what it refers to
   std::unique_ptr<optimizers::LrSchedule> schedule_;
   std::vector<float> x_;
   std::vector<std::int32_t> y_;
@@ -349,6 +366,7 @@ class Trainer {
 
 void check_config(const ExperimentConfig& config) {
   validate(config);
+  check_device(config);
   static const char* const kGossip[] = {"dpsgd", "sgp", "adpsgd", "choco"};
   if (std::find(std::begin(kGossip), std::end(kGossip), config.algorithm.name) != std::end(kGossip)) {
     topology::validate_world(config.topology, config.world.size);
