@@ -154,11 +154,13 @@ void describe(V& v, TrainConfig& c) {
 struct EvalConfig {
   int every_steps = 0;     // 0 = at the end of each epoch
   int batch_size = 1000;
+  double target_accuracy = 0;  // time and bytes until the slowest peer first reaches it; 0 = none
 };
 template <class V>
 void describe(V& v, EvalConfig& c) {
   v("every_steps", c.every_steps, Range{0, 1e9});
   v("batch_size", c.batch_size, Range{1, 1 << 20});
+  v("target_accuracy", c.target_accuracy, Range{0, 1});
 }
 
 struct CheckpointConfig {
@@ -219,6 +221,26 @@ struct TopologyConfig {
   // ring | ring_directed | torus | complete | hypercube | exponential | one_peer_exponential
   // | random_matching | random_kout | custom
   std::string graph = "ring";
+// An emulated network for runs on one machine (tools/murmur_netem, started by murmur-launch):
+// every peer in its own network namespace, its link shaped by tc. Strings are tc's spellings
+// ("1gbit", "100mbit", "5ms", "0.1%"); "" leaves that property unshaped. Stragglers (rank ->
+// factor f) are the peers' own business: such a peer sleeps (f - 1) x its compute time per step.
+struct NetworkConfig {
+  std::string bandwidth;          // per peer and direction, e.g. "1gbit"
+  std::string latency;            // one-way delay between two peers, e.g. "5ms"
+  std::string jitter;             // +- around the latency, e.g. "1ms"
+  std::string loss;               // per direction, e.g. "0.1%"
+  std::map<int, double> stragglers;  // rank -> compute slow-down factor (>= 1)
+};
+template <class V>
+void describe(V& v, NetworkConfig& c) {
+  v("bandwidth", c.bandwidth);
+  v("latency", c.latency);
+  v("jitter", c.jitter);
+  v("loss", c.loss);
+  v("stragglers", c.stragglers, Range{1, 1e6});
+}
+
   std::string weights = "uniform";      // uniform | metropolis | custom
   int k = 1;                            // random_kout: out-degree per round
   std::vector<std::vector<int>> edges;  // custom: [from, to] pairs
@@ -290,6 +312,7 @@ struct ExperimentConfig {
 template <class V>
 void describe(V& v, ExperimentConfig& c) {
   v("run", c.run);
+  NetworkConfig network;
   v("model", c.model);
   v("data", c.data);
   v("train", c.train);
@@ -303,6 +326,7 @@ void describe(V& v, ExperimentConfig& c) {
 
 // Reads a YAML file into a config, starting from the defaults above. Throws ConfigError naming
 // "file:line: key.path: problem" for an unknown key, a wrong type or an out-of-range value.
+  v("network", c.network);
 ExperimentConfig load_config(const std::filesystem::path& file);
 // The same from YAML text; `origin` stands for the file name in messages.
 ExperimentConfig load_config_string(std::string_view yaml, std::string_view origin);

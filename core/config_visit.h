@@ -5,8 +5,10 @@
 
 #include <cmath>
 #include <concepts>
+#include <map>
 #include <string>
 #include <string_view>
+#include <type_traits>
 
 #include <fmt/format.h>
 
@@ -23,6 +25,15 @@ struct NullVisitor {
 // A nested config struct: a type with a describe() overload, read and written as a mapping.
 template <class T>
 concept Section = requires(NullVisitor& v, T& t) { describe(v, t); };
+
+// A mapping from integer keys to values, e.g. network.stragglers {3: 2.0}. Range applies to the
+// values; keys must be non-negative integers (ranks).
+template <class T>
+struct IsIntMap : std::false_type {};
+template <class V>
+struct IsIntMap<std::map<int, V>> : std::true_type {};
+template <class T>
+concept IntMap = IsIntMap<T>::value;
 
 // The names of a section's keys in describe() order, for "unknown key (known: a, b)" messages.
 struct KeyLister {

@@ -3,6 +3,7 @@
 // core/config.h, so they cannot disagree about which keys exist.
 #include "core/config.h"
 
+#include <algorithm>
 #include <cctype>
 #include <cerrno>
 #include <charconv>
@@ -142,6 +143,19 @@ void read_field(const Source& src, const YAML::Node& node, const std::string& pa
       }
     }
     field = value;
+  } else if constexpr (config_detail::IntMap<T>) {  // {rank: value}; Range applies to the values
+    if (!node.IsMap() && !node.IsNull()) {
+      fail(src, node, path, fmt::format("expected a mapping, got {}", got(node)));
+    }
+    T values;
+    for (const auto& kv : node) {
+      const std::string key_path = fmt::format("{}.{}", path, kv.first.Scalar());
+      const int key = read_integer<int>(src, kv.first, key_path);
+      if (key < 0) fail(src, kv.first, key_path, "keys must be non-negative integers");
+      if (values.count(key) != 0) fail(src, kv.first, key_path, "duplicate key");
+      read_field(src, kv.second, key_path, values[key], range, choices);
+    }
+    field = std::move(values);
   } else {  // std::vector<E>: Range and Choices apply to every element
     if (!node.IsSequence()) fail(src, node, path, fmt::format("expected a list, got {}", got(node)));
     T values(node.size());
@@ -241,6 +255,10 @@ struct JsonWriter {
       JsonWriter w{sub};
       describe(w, field);
       out[std::string(key)] = std::move(sub);
+    } else if constexpr (config_detail::IntMap<T>) {
+      nlohmann::json sub = nlohmann::json::object();  // JSON keys are strings: {"3": 2.0}
+      for (const auto& [k, value] : field) sub[std::to_string(k)] = value;
+      out[std::string(key)] = std::move(sub);
     } else {
       out[std::string(key)] = field;
     }
@@ -271,6 +289,13 @@ class YamlWriter {
       out_ << config_detail::format_double(value);  // shortest text that reads back exactly
     } else if constexpr (std::is_same_v<T, std::string>) {
       out_ << YAML::DoubleQuoted << value;  // so "true", "3" or "" stay strings
+    } else if constexpr (config_detail::IntMap<T>) {
+      out_ << YAML::Flow << YAML::BeginMap;
+      for (auto& [k, element] : value) {
+        out_ << YAML::Key << fmt::format("{}", k) << YAML::Value;
+        emit(element);
+      }
+      out_ << YAML::EndMap;
     } else {
       out_ << YAML::Flow << YAML::BeginSeq;
       for (auto& element : value) emit(element);
@@ -336,9 +361,49 @@ void compressor_only_with_choco(const ExperimentConfig& c, Problems& problems) {
   }
 }
 
+// True iff `text` is a non-negative decimal number followed by one of `units` (tc's spelling).
+bool is_quantity(std::string_view text, std::initializer_list<std::string_view> units) {
+  std::size_t i = 0;
+  bool digits = false;
+  while (i < text.size() && (std::isdigit(static_cast<unsigned char>(text[i])) || text[i] == '.')) {
+    digits = digits || text[i] != '.';
+    ++i;
+  }
+  if (!digits || std::count(text.begin(), text.begin() + i, '.') > 1) return false;
+  for (std::string_view u : units) {
+    if (text.substr(i) == u) return true;
+  }
+  return false;
+}
+
+void network_is_emulable(const ExperimentConfig& c, Problems& problems) {
+  const NetworkConfig& n = c.network;
+  if (!n.bandwidth.empty() && !is_quantity(n.bandwidth, {"bit", "kbit", "mbit", "gbit", "tbit"})) {
+    problems.push_back(fmt::format(
+        "network.bandwidth: \"{}\" is not a rate like 100mbit, 1gbit or 10gbit", n.bandwidth));
+  }
+  for (const auto& [key, value] : {std::pair{"latency", n.latency}, std::pair{"jitter", n.jitter}}) {
+    if (!value.empty() && !is_quantity(value, {"us", "ms", "s"})) {
+      problems.push_back(fmt::format("network.{}: \"{}\" is not a time like 0.1ms or 5ms", key, value));
+    }
+  }
+  if (!n.jitter.empty() && n.latency.empty()) {
+    problems.push_back("network.jitter: needs network.latency");
+  }
+  if (!n.loss.empty() && !is_quantity(n.loss, {"%"})) {
+    problems.push_back(fmt::format("network.loss: \"{}\" is not a percentage like 0.1%", n.loss));
+  }
+  for (const auto& [rank, factor] : n.stragglers) {
+    if (rank >= c.world.size) {
+      problems.push_back(fmt::format("network.stragglers: rank {} is not below world.size {}", rank,
+                                     c.world.size));
+    }
+  }
+}
+
 using Rule = void (*)(const ExperimentConfig&, Problems&);
 constexpr Rule kRules[] = {cnn_needs_28x28, rank_inside_world, custom_topology_is_given,
-                           compressor_only_with_choco};
+                           compressor_only_with_choco, network_is_emulable};
 
 }  // namespace
 

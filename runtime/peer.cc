@@ -37,6 +37,10 @@ double seconds_since(Clock::time_point t) {
 }
 
 std::string format_eta(double seconds) {
+double unix_seconds() {
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
   const auto s = static_cast<long>(std::max(0.0, seconds));
   if (s >= 3600) return fmt::format("{}h{:02d}m", s / 3600, (s % 3600) / 60);
   return fmt::format("{}m{:02d}s", s / 60, s % 60);
@@ -95,6 +99,10 @@ class Trainer {
     log().info("rank {}: {} ({} parameters), {} training samples in this shard, {} steps",
                rank_, config.model.name, model_->num_params(), loader_.size(), total_steps_);
   }
+    if (const auto it = config.network.stragglers.find(rank_); it != config.network.stragglers.end()) {
+      log().info("rank {}: straggler: computes {}x slower (sleeps {} x its compute time per step)",
+                 rank_, it->second, it->second - 1);
+    }
 
   PeerResult run() {
     const auto start = Clock::now();
@@ -113,6 +121,7 @@ class Trainer {
       if (!device_) optimizer_->step(model_->params().flat(), model_->grads().flat(), static_cast<float>(lr));
       compute_s_ += seconds_since(t);
       ++step_;
+      straggle(seconds_since(t));
       if (dist_) {
         if (device_) device_->to_host(false);  // averaging works on the host arena
         dist_->after_step(step_);
@@ -184,6 +193,14 @@ class Trainer {
   void log_step(double loss, double lr, double rate, Clock::time_point start) {
     const double elapsed = seconds_since(start);
     metrics_.write({{"kind", "step"}, {"rank", rank_}, {"step", step_}, {"epoch", epoch()},
+  // network.stragglers: a peer with factor f computes f times slower than it could; the sleep
+  // counts as compute time.
+  void straggle(double compute_s) const {
+    const auto it = config_.network.stragglers.find(rank_);
+    if (it == config_.network.stragglers.end() || it->second <= 1) return;
+    std::this_thread::sleep_for(std::chrono::duration<double>((it->second - 1) * compute_s));
+  }
+
                     {"time_s", elapsed}, {"loss", loss}, {"lr", lr}, {"samples_per_s", rate},
                     {"bytes_sent", dist_ ? dist_->bytes_sent() : 0},
                     {"bytes_received", dist_ ? dist_->bytes_received() : 0},
@@ -224,7 +241,9 @@ class Trainer {
     if (device_) device_->to_device(true);  // flush() may have mixed into the host copy
     metrics_.write({{"kind", "eval"}, {"rank", rank_}, {"step", step_}, {"epoch", epoch()},
                     {"time_s", seconds_since(start)}, {"test_loss", last_eval_.loss},
-                    {"test_accuracy", last_eval_.accuracy}});
+                    {"test_accuracy", last_eval_.accuracy},
+                    {"bytes_sent", dist_ ? dist_->bytes_sent() : 0},
+                    {"unix_s", unix_seconds()}});  // one clock for all peers: time to accuracy
     if (!options_.interactive) {
       log().info("rank {}: step {} epoch {:.2f}: test accuracy {:.2f}%, loss {:.4f}", rank_,
                  step_, epoch(), 100 * last_eval_.accuracy, last_eval_.loss);

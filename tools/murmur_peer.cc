@@ -99,7 +99,7 @@ int main(int argc, char** argv) {
                                 murmur::runtime::peer_json(result));
     if (config.world.size == 1) {
       murmur::runtime::write_json(options.out / "summary.json",
-                                  murmur::runtime::make_summary(config, {result}, wall));
+                                  murmur::runtime::make_summary(config, {result}, wall, options.out));
       std::fprintf(stderr, "murmur-peer: results in %s (summary.json, rank0/metrics.jsonl, rank0/final.safetensors)\n",
                    options.out.c_str());
     }

@@ -117,7 +117,7 @@ int main(int argc, char** argv) {
       runtime::write_json(dir / fmt::format("rank{}", o.result.rank) / "result.json", runtime::peer_json(o.result));
       results.push_back(o.result);
     }
-    runtime::write_json(dir / "summary.json", runtime::make_summary(config, results, wall));
+    runtime::write_json(dir / "summary.json", runtime::make_summary(config, results, wall, dir));
     double acc_min = 1, acc_max = 0, average = -1, distance = 0;
     for (const auto& r : results) {
       acc_min = std::min(acc_min, r.test_accuracy);

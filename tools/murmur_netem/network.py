@@ -1,0 +1,200 @@
+"""One emulated network: a hub namespace with a bridge, and one namespace per peer.
+
+Namespaces are named murmur-<pid>-<serial>-hub and murmur-<pid>-<serial>-<rank>: unique per
+run, so parallel runs never collide, and a leftover names the process that made it, so cleanup()
+can tell a dead run's namespaces from a live one's. Everything lives inside these namespaces
+(the bridge too), so deleting them removes every interface and qdisc, and the host's own
+network is never touched. A Network removes itself on close() / leaving a `with`; a reaper
+process does it if the owner dies without (SIGKILL): see start_reaper().
+"""
+import itertools
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+
+from . import tc
+
+PREFIX = "murmur-"
+SUBNET = "10.77"
+_serial = itertools.count()
+
+
+class NetemError(Exception):
+    """The emulated network cannot be made here; the message says why and what to do."""
+
+
+def is_shaped(network):
+    """True iff a config's `network` section asks tc for anything (stragglers need no namespaces)."""
+    return any((network or {}).get(k) for k in ("bandwidth", "latency", "jitter", "loss"))
+
+
+def address(rank):
+    """10.77.x.y of a rank: host number rank + 1 in a /16 (65533 peers)."""
+    host = rank + 1
+    return f"{SUBNET}.{host // 256}.{host % 256}"
+
+
+def run(cmd, what):
+    r = subprocess.run(cmd, capture_output=True, text=True)
+    if r.returncode != 0:
+        raise NetemError(f"{what}: `{' '.join(cmd)}` failed: {(r.stderr or r.stdout).strip()}")
+    return r.stdout
+
+
+def check_environment():
+    """Raises NetemError naming what is missing: root, iproute2's ip and tc."""
+    if os.geteuid() != 0:
+        raise NetemError("network emulation needs root (it creates network namespaces with `ip netns`); "
+                         "run as root, or drop the config's network bandwidth/latency/jitter/loss")
+    for tool in ("ip", "tc"):
+        if shutil.which(tool) is None:
+            raise NetemError(f"network emulation needs `{tool}` from iproute2 (apt-get install iproute2)")
+
+
+class Network:
+    """n peers behind one bridge; shaping from a config's `network` section (tc's strings)."""
+
+    def __init__(self, n, bandwidth="", latency="", jitter="", loss="", tag=None):
+        self.n = n
+        self.shape = {"bandwidth": bandwidth or "", "latency": latency or "", "jitter": jitter or "",
+                      "loss": loss or ""}
+        for key, parse in (("bandwidth", tc.rate_bps), ("latency", tc.seconds), ("jitter", tc.seconds),
+                           ("loss", tc.percent)):
+            if self.shape[key]:
+                try:
+                    parse(self.shape[key])
+                except ValueError as e:
+                    raise NetemError(f"network.{key}: {e}")
+        self.tag = tag or f"{os.getpid()}-{next(_serial)}"
+        self.hub = f"{PREFIX}{self.tag}-hub"
+        self.namespaces = [f"{PREFIX}{self.tag}-{r}" for r in range(n)]
+        self.addresses = [address(r) for r in range(n)]
+        self.created = []
+        self.reaper = None
+
+    @classmethod
+    def from_config(cls, n, network, tag=None):
+        network = network or {}
+        return cls(n, *(network.get(k, "") for k in ("bandwidth", "latency", "jitter", "loss")), tag=tag)
+
+    def describe(self):
+        parts = [f"{k} {v}" for k, v in self.shape.items() if v]
+        return f"{self.n} namespaces {PREFIX}{self.tag}-*, " + (", ".join(parts) or "unshaped")
+
+    def exec_prefix(self, rank):
+        """The command prefix that runs a program inside rank's namespace."""
+        return ["ip", "netns", "exec", self.namespaces[rank]]
+
+    def up(self):
+        """Creates everything, or removes what it made and raises NetemError."""
+        check_environment()
+        try:
+            self._create()
+        except BaseException:
+            self.down()
+            raise
+        return self
+
+    def _create(self):
+        ip = lambda ns, *a: run(["ip", "-n", ns] + list(a), f"namespace {ns}")  # noqa: E731
+        for ns in [self.hub] + self.namespaces:
+            run(["ip", "netns", "add", ns], "creating a network namespace")
+            self.created.append(ns)
+            ip(ns, "link", "set", "lo", "up")
+        ip(self.hub, "link", "add", "br0", "type", "bridge")
+        ip(self.hub, "link", "set", "br0", "up")
+        for r, ns in enumerate(self.namespaces):
+            port = f"p{r}"
+            ip(self.hub, "link", "add", port, "type", "veth", "peer", "name", "eth0", "netns", ns)
+            ip(self.hub, "link", "set", port, "master", "br0", "up")
+            ip(ns, "addr", "add", f"{self.addresses[r]}/16", "dev", "eth0")
+            ip(ns, "link", "set", "eth0", "up")
+            for args in tc.peer_side("eth0", **self.shape):
+                self._tc(ns, args)
+            for args in tc.hub_side(port, self.shape["bandwidth"]):
+                self._tc(self.hub, args)
+
+    def _tc(self, ns, args):
+        r = subprocess.run(["ip", "netns", "exec", ns, "tc"] + args, capture_output=True, text=True)
+        if r.returncode == 0:
+            return
+        if "netem" in args and "unknown" in r.stderr.lower():
+            raise NetemError("this kernel has no netem qdisc (sch_netem): latency, jitter and loss cannot "
+                             "be emulated here (bandwidth can: tbf); load the module (modprobe sch_netem) "
+                             "or drop network.latency/jitter/loss")
+        raise NetemError(f"tc in {ns}: `tc {' '.join(args)}` failed: {r.stderr.strip()}")
+
+    def down(self):
+        """Kills what still runs inside and deletes the namespaces (idempotent, never raises)."""
+        remove_namespaces(list(reversed(self.created)))
+        self.created = []
+        if self.reaper is not None and self.reaper.poll() is None:
+            self.reaper.stdin.close()  # EOF: the reaper finds nothing left and exits
+            self.reaper.wait()
+        self.reaper = None
+
+    close = down
+
+    def start_reaper(self):
+        """A process in its own session that removes this network once our end of a pipe closes:
+        at down(), or when this process dies by any means, SIGKILL included."""
+        script = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "murmur-netem")
+        self.reaper = subprocess.Popen([sys.executable, script, "reap", self.tag], stdin=subprocess.PIPE,
+                                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                       start_new_session=True)
+        return self.reaper
+
+    def __enter__(self):
+        return self.up()
+
+    def __exit__(self, *exc):
+        self.down()
+
+
+def list_namespaces():
+    r = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True)
+    return [line.split()[0] for line in r.stdout.splitlines() if line.startswith(PREFIX)]
+
+
+def remove_namespaces(names):
+    for ns in names:
+        pids = subprocess.run(["ip", "netns", "pids", ns], capture_output=True, text=True).stdout.split()
+        for pid in pids:
+            try:
+                os.kill(int(pid), signal.SIGKILL)
+            except (ProcessLookupError, ValueError, PermissionError):
+                pass
+        for _ in range(50):  # a killed process may hold the namespace for a moment
+            if subprocess.run(["ip", "netns", "del", ns], capture_output=True).returncode == 0:
+                break
+            if ns not in list_namespaces():
+                break
+            time.sleep(0.1)
+
+
+def owner_alive(name):
+    """Whether the process that made namespace `name` (murmur-<pid>-...) still runs."""
+    try:
+        os.kill(int(name[len(PREFIX):].split("-")[0]), 0)
+        return True
+    except (ValueError, IndexError):
+        return False
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+
+
+def cleanup(tag=None, everything=False):
+    """Removes leftover namespaces: those of `tag`, or every murmur one whose maker is gone (or all
+    of them with everything=True). Returns the names removed."""
+    names = list_namespaces()
+    if tag is not None:
+        names = [n for n in names if n.startswith(f"{PREFIX}{tag}-")]
+    elif not everything:
+        names = [n for n in names if not owner_alive(n)]
+    remove_namespaces(names)
+    return names
