@@ -1,0 +1,156 @@
+#!/usr/bin/python3
+"""The emulated network end to end (needs root and iproute2; exits 77, CTest's skip, otherwise):
+1. two namespaces behind a 20 Mbit/s link: one TCP stream's goodput is within 25% of it;
+2. tools/murmur-launch runs 2 peers across a 10 Mbit/s link (D-PSGD, synthetic data, rank 1 a
+   2x straggler): each peer listened on its namespace's 10.77 address, the bytes it sent over
+   its communication time are within 25% of the link rate, summary.json has time_to_accuracy,
+   and no namespace of the run is left;
+3. murmur-launch SIGKILLed mid-run: its reaper removes the namespaces and kills the peers;
+4. not root: a clear error (when setpriv can drop root).
+"""
+import argparse
+import glob
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+
+SKIP = 77
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+sys.path.insert(0, os.path.join(ROOT, "tools"))
+
+from murmur_netem import Network, NetemError  # noqa: E402
+from murmur_netem import measure  # noqa: E402
+from murmur_netem.network import list_namespaces  # noqa: E402
+
+CONFIG = """\
+run: {name: netem, log_every: 5, threads: 1}
+model: {name: mlp, hidden: [256]}
+data: {name: synthetic, synthetic: {train_size: 2048, test_size: 512, noise: 2.5}}
+train: {epochs: 1, batch_size: 32, max_steps: 20, schedule: {name: constant}}
+eval: {every_steps: 5, target_accuracy: 0.3}
+algorithm: {name: dpsgd}
+topology: {graph: ring}
+network: {bandwidth: 10mbit, stragglers: {1: 2.0}}
+"""
+
+
+def fail(msg):
+    print(f"netem_test: FAIL: {msg}", file=sys.stderr)
+    sys.exit(1)
+
+
+def check(cond, msg):
+    if not cond:
+        fail(msg)
+    print(f"netem_test: ok: {msg}")
+
+
+def ours(pid):
+    return [n for n in list_namespaces() if n.startswith(f"murmur-{pid}-")]
+
+
+def link_goodput():
+    with Network(2, bandwidth="20mbit") as net:
+        r = measure.stream(net, 0, 1, 4_000_000)
+        left = list(net.created)
+    mbit = r["gbit_s"] * 1e3
+    check(15 <= mbit <= 25, f"one TCP stream over a 20mbit link: {mbit:.1f} Mbit/s (within 25%)")
+    check(not [n for n in left if n in list_namespaces()], "the link's namespaces are gone")
+
+
+def launch_two_peers(peer, tmp):
+    cfg = os.path.join(tmp, "netem.yaml")
+    with open(cfg, "w") as f:
+        f.write(CONFIG)
+    out = os.path.join(tmp, "run")
+    p = subprocess.run([os.path.join(ROOT, "tools", "murmur-launch"), "-n", "2", cfg, "--peer", peer, "--out", out],
+                       capture_output=True, text=True, timeout=180)
+    if p.returncode != 0:
+        fail(f"murmur-launch over the emulated network exited {p.returncode}:\n{p.stdout[-3000:]}\n{p.stderr}")
+    check(True, "murmur-launch over the emulated network exits 0")
+    check("emulated network: 2 namespaces" in p.stdout, "murmur-launch says it made the network")
+    check("straggler: computes 2x slower" in p.stdout, "rank 1 says it is a straggler")
+    addresses = "".join(open(f).read() for f in glob.glob(os.path.join(out, "rendezvous", "*")))
+    check("10.77.0.1" in addresses and "10.77.0.2" in addresses, "the peers published their namespaces' addresses")
+    with open(os.path.join(out, "summary.json")) as f:
+        s = json.load(f)
+    t = s.get("time_to_accuracy") or {}
+    check(t.get("target") == 0.3 and t.get("time_s") is not None and t.get("bytes_sent", 0) > 0,
+          f"summary.json has time_to_accuracy {t}")
+    for rank in range(2):
+        last = None
+        with open(os.path.join(out, f"rank{rank}", "metrics.jsonl")) as f:
+            for line in f:
+                obj = json.loads(line)
+                if obj.get("kind") == "step":
+                    last = obj
+        mbit = last["bytes_sent"] * 8 / last["comm_s"] / 1e6
+        check(7.5 <= mbit <= 12.5, f"rank {rank}: {last['bytes_sent']} bytes in {last['comm_s']:.2f} s of "
+                                   f"communication: {mbit:.1f} Mbit/s on a 10mbit link (within 25%)")
+
+
+def killed_launcher(peer, tmp):
+    cfg = os.path.join(tmp, "slow.yaml")
+    with open(cfg, "w") as f:
+        f.write(CONFIG.replace("max_steps: 20", "max_steps: 100000").replace("epochs: 1", "epochs: 1000"))
+    p = subprocess.Popen([os.path.join(ROOT, "tools", "murmur-launch"), "-n", "2", cfg, "--peer", peer,
+                          "--out", os.path.join(tmp, "killed")], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                         text=True, start_new_session=True)
+    deadline = time.time() + 60
+    while time.time() < deadline and len(ours(p.pid)) < 3:
+        time.sleep(0.2)
+    check(len(ours(p.pid)) == 3, "the launcher made a hub and 2 peer namespaces")
+    peers = []
+    while time.time() < deadline and len(peers) < 2:
+        peers = [int(x) for n in ours(p.pid) for x in
+                 subprocess.run(["ip", "netns", "pids", n], capture_output=True, text=True).stdout.split()]
+        time.sleep(0.2)
+    os.kill(p.pid, signal.SIGKILL)
+    p.wait()
+    deadline = time.time() + 30
+    while time.time() < deadline and ours(p.pid):
+        time.sleep(0.2)
+    check(not ours(p.pid), "after SIGKILL of murmur-launch, its reaper removed the namespaces")
+    alive = [pid for pid in peers if os.path.exists(f"/proc/{pid}") and
+             "Z" not in open(f"/proc/{pid}/stat").read().split()[2]]
+    check(not alive, f"and killed the peers inside ({len(peers)} found before)")
+
+
+def not_root():
+    if not shutil.which("setpriv"):
+        print("netem_test: setpriv missing: not-root message unchecked")
+        return
+    r = subprocess.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
+                        os.path.join(ROOT, "tools", "murmur-netem"), "check"], capture_output=True, text=True)
+    check(r.returncode == 2 and "needs root" in r.stderr, f"not root: {r.stderr.strip()}")
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--peer", required=True)
+    args = ap.parse_args()
+    if os.geteuid() != 0 or not shutil.which("ip") or not shutil.which("tc"):
+        print("netem_test: skipped: needs root and iproute2 (ip, tc)")
+        return SKIP
+    try:
+        Network(1, bandwidth="1gbit").up().down()
+    except NetemError as e:
+        print(f"netem_test: skipped: cannot create namespaces here: {e}")
+        return SKIP
+    with tempfile.TemporaryDirectory(prefix="murmur-netem-test-") as tmp:
+        link_goodput()
+        launch_two_peers(os.path.abspath(args.peer), tmp)
+        killed_launcher(os.path.abspath(args.peer), tmp)
+        not_root()
+    print("netem_test: passed")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
