@@ -2,7 +2,6 @@
 // that executes one lambda on N ranks, as threads of this process (inproc) or as forked processes
 // on 127.0.0.1 with a fresh rendezvous directory (every other backend). A rank reports failure by
 // throwing; MURMUR_CHECK throws with file and line. Every run is bounded by RunOptions::timeout.
-// The ucx/ofi suites join by adding their names to built_backends() in backends.cc.
 #pragma once
 
 #include <chrono>
@@ -16,7 +15,8 @@
 
 namespace murmur::transport::testing {
 
-// "inproc", "tcp", then whatever else this build has.
+// "inproc", "tcp", then whatever else this build has: "ucx", "ofi:tcp", "ofi:shm" (the ofi
+// backend with one libfabric provider).
 std::vector<std::string> built_backends();
 
 class RankContext {

@@ -47,31 +47,56 @@ Transport::Transport(const TransportConfig& config, int rank, int world_size,
     : rank_(rank),
       world_size_(world_size),
       max_frame_(static_cast<std::size_t>(config.max_frame_bytes)),
-      connect_timeout_ms_(config.connect_timeout_ms) {
+      connect_timeout_ms_(config.connect_timeout_ms),
+      liveness_(config.host) {
   if (world_size < 1 || rank < 0 || rank >= world_size) {
     throw TransportError(fmt::format("ofi: rank {} is outside a world of {}", rank, world_size));
   }
   const int rank_bits = std::max(1, static_cast<int>(std::bit_width(
                                         static_cast<unsigned>(world_size - 1))));
   rank_shift_ = 64 - rank_bits;
-  max_tag_ = (Tag{1} << rank_shift_) - 1;
+  kind_shift_ = rank_shift_ - 2;
+  max_tag_ = (Tag{1} << kind_shift_) - 1;
+  lost_at_.assign(world_size, Deadline::max());
+  lost_.assign(world_size, false);
   open(config);
+  slots_ = std::make_unique<Slots>([this](std::span<std::byte> bytes) {
+    return std::make_unique<Region>(domain_.get(), ep_.get(), mr_mode_, next_key_++, bytes);
+  });
 
   std::size_t len = 0;
   fi_getname(&ep_->fid, nullptr, &len);  // -FI_ETOOSMALL, with the size
   std::vector<std::byte> name(len);
   MURMUR_FI_CHECK(fi_getname(&ep_->fid, name.data(), &len));
   name.resize(len);
+  // What a peer needs to watch us rides along: u16 liveness port, u16 host length, host.
+  std::vector<std::byte> blob(4 + config.host.size());
+  const std::uint16_t words[2] = {liveness_.port(), static_cast<std::uint16_t>(config.host.size())};
+  std::memcpy(blob.data(), words, 4);
+  std::memcpy(blob.data() + 4, config.host.data(), config.host.size());
+  blob.insert(blob.end(), name.begin(), name.end());
 
   std::vector<int> peers;
   for (int r = 0; r < world_size; ++r) {
     if (r != rank) peers.push_back(r);
   }
   const Deadline deadline = deadline_after(std::chrono::milliseconds(config.connect_timeout_ms));
-  std::vector<std::vector<std::byte>> names = bootstrap.exchange(peers, name, deadline);
+  std::vector<std::vector<std::byte>> names = bootstrap.exchange(peers, blob, deadline);
   if (names.size() != peers.size()) {
     throw TransportError(fmt::format("ofi: bootstrap returned {} names for {} peers",
                                      names.size(), peers.size()));
+  }
+  for (std::size_t i = 0; i < peers.size(); ++i) {
+    std::vector<std::byte>& b = names[i];
+    std::uint16_t w[2] = {0, 0};
+    if (b.size() >= 4) std::memcpy(w, b.data(), 4);
+    if (b.size() < 4u + w[1]) {
+      throw ProtocolError(fmt::format("ofi: rank {}'s address of {} bytes is cut short",
+                                      peers[i], b.size()));
+    }
+    liveness_.set_address(peers[i], std::string(reinterpret_cast<const char*>(b.data()) + 4, w[1]),
+                          w[0]);
+    b.erase(b.begin(), b.begin() + 4 + w[1]);
   }
   names.insert(names.begin() + rank, name);
   addrs_.assign(world_size, FI_ADDR_UNSPEC);
@@ -131,8 +156,15 @@ void Transport::open(const TransportConfig& config) {
 Transport::~Transport() {
   // Cancel what is still posted so that the provider lets go of the caller's buffers, then
   // close bottom-up: endpoint, CQ, AV, domain, fabric (the members' reverse order).
-  for (auto& [op, state] : inflight_) fi_cancel(&ep_->fid, &op->context.fi);
+  for (auto& [op, state] : inflight_) {
+    for (int i = 0; i < 2; ++i) {
+      if (op->posted[i]) fi_cancel(&ep_->fid, &op->ctx[i].fi);
+    }
+  }
+  posts_.clear();
+  // The endpoint goes first so that nothing writes into the slots after their memory is freed.
   ep_.reset();
+  slots_.reset();
   cq_.reset();
   av_.reset();
   domain_.reset();

@@ -1,16 +1,16 @@
-// Data movement of the libfabric backend: tagged send/recv, RMA write, and the CQ loop that
-// turns completions (and error completions) into finished Requests.
-#include "transport/ofi/transport.h"
-
-#include <cerrno>
-#include <cstdlib>
+// Starting operations of the libfabric backend: send, recv and put become Ops whose provider
+// operations are queued in posting order and posted by flush(); test, wait and cancel.
+#include <algorithm>
+#include <cstring>
 
 #include <fmt/format.h>
 #include <rdma/fi_errno.h>
 #include <rdma/fi_rma.h>
 
 #include "core/error.h"
+#include "transport/ofi/protocol.h"
 #include "transport/ofi/region.h"
+#include "transport/ofi/transport.h"
 
 namespace murmur::transport::ofi {
 namespace {
@@ -20,25 +20,15 @@ void* desc_of(const transport::Region& region) {
   return r != nullptr ? r->desc() : nullptr;
 }
 
-bool is_connection_loss(int err) {
-  return err == FI_ECONNRESET || err == FI_ECONNREFUSED || err == FI_ENOTCONN ||
-         err == FI_ECONNABORTED || err == FI_EHOSTUNREACH || err == FI_ETIMEDOUT ||
-         err == FI_EIO || err == EPIPE || err == FI_ESHUTDOWN;
-}
-
-const char* kind_name(int kind) {
-  static const char* names[] = {"send", "recv", "put"};
-  return names[kind];
-}
-
 }  // namespace
 
-std::uint64_t Transport::wire_tag(int source, Tag tag) const {
+std::uint64_t Transport::wire_tag(int source, Wire kind, Tag tag) const {
   if (tag > max_tag_) {
     throw TransportError(fmt::format("ofi: tag {:#x} exceeds the {:#x} a world of {} can carry",
                                      tag, max_tag_, world_size_));
   }
-  return (static_cast<std::uint64_t>(source) << rank_shift_) | tag;
+  return (static_cast<std::uint64_t>(source) << rank_shift_) |
+         (static_cast<std::uint64_t>(kind) << kind_shift_) | tag;
 }
 
 void Transport::check_peer(int peer, const char* what) const {
@@ -60,26 +50,44 @@ void Transport::check_range(const transport::Region& region, ByteRange range,
   }
 }
 
-template <class Post>
-Request Transport::start(std::shared_ptr<Op> op, const char* call, Post post) {
-  op->context.op = op.get();
-  const Deadline deadline = deadline_after(std::chrono::milliseconds(connect_timeout_ms_));
-  for (;;) {
-    ssize_t ret = post(&op->context.fi);
-    if (ret == 0) break;
-    if (ret != -FI_EAGAIN) {
-      throw TransportError(fmt::format("ofi: {} rank {} tag {:#x}: {}", call, op->peer, op->tag,
-                                       fi_strerror(static_cast<int>(-ret))));
+std::shared_ptr<Transport::Op> Transport::make_op(Kind kind, int peer, Tag tag) {
+  auto op = std::make_shared<Op>();
+  op->kind = kind;
+  op->peer = peer;
+  op->tag = tag;
+  for (int i = 0; i < 2; ++i) {
+    op->ctx[i].op = op.get();
+    op->ctx[i].index = i;
+  }
+  return op;
+}
+
+void Transport::enqueue(Op& op, int index, Step step, decltype(Post::kSend) call, void* buf,
+                        std::size_t len, void* desc, std::uint64_t wire) {
+  ++op.remaining;
+  posts_.push_back(Post{&op, index, step, call, buf, len, desc, wire});
+}
+
+Request Transport::begin(std::shared_ptr<Op> op) {
+  liveness_.watch(op->peer);
+  if (lost_[op->peer]) {
+    // Found dead before: fail at the first test() without posting anything.
+    posts_.erase(std::remove_if(posts_.begin(), posts_.end(),
+                                [&](const Post& p) { return p.op == op.get(); }),
+                 posts_.end());
+    op->remaining = 0;
+    for (Slots::Slot& slot : op->slot) {
+      if (slot) slots_->release(slot);
     }
-    // The provider's queues are full: completions free them.
-    progress();
-    if (Clock::now() >= deadline) {
-      throw PeerLost(fmt::format("ofi: {} rank {}: queue stayed full for {} ms", call, op->peer,
-                                 connect_timeout_ms_));
-    }
+    op->error = std::make_exception_ptr(PeerLost(
+        fmt::format("ofi: rank {} tag {:#x}: rank {} died earlier", op->peer, op->tag, op->peer)));
+    op->done.store(true, std::memory_order_release);
+    return Request(std::move(op));
   }
   inflight_.emplace(op.get(), op);
-  return Request(std::move(op));
+  Request request(std::move(op));
+  flush();
+  return request;
 }
 
 Request Transport::send(int peer, Tag tag, const transport::Region& from, ByteRange range) {
@@ -89,35 +97,42 @@ Request Transport::send(int peer, Tag tag, const transport::Region& from, ByteRa
     throw ProtocolError(fmt::format("ofi: send to rank {}: {} bytes exceed max_frame_bytes {}",
                                     peer, range.size, max_frame_));
   }
-  auto op = std::make_shared<Op>();
-  op->kind = Kind::kSend;
-  op->peer = peer;
-  op->tag = tag;
-  op->bytes = range.size;
-  const std::uint64_t wire = wire_tag(rank_, tag);
-  void* buf = from.bytes().data() + range.offset;
-  void* desc = desc_of(from);
-  return start(std::move(op), "fi_tsend", [&](fi_context2* ctx) {
-    return fi_tsend(ep_.get(), buf, range.size, desc, addrs_[peer], wire, ctx);
-  });
+  const std::uint64_t head = wire_tag(rank_, Wire::kHead, tag);
+  auto op = make_op(Kind::kSend, peer, tag);
+  op->user = from.bytes().data() + range.offset;
+  op->user_desc = desc_of(from);
+  op->length = range.size;
+  op->slot[0] = slots_->acquire();
+  if (range.size <= kInline) {
+    // One message: the head carries the bytes (one copy of at most kInline bytes).
+    write_head(op->slot[0].data, range.size);
+    if (range.size > 0) std::memcpy(op->slot[0].data + kHeadBytes, op->user, range.size);
+    enqueue(*op, 0, Step::kSmall, Post::kSend, op->slot[0].data, kHeadBytes + range.size,
+            op->slot[0].desc, head);
+  } else {
+    // The clear-to-send recv goes first, so that the answer always finds it posted.
+    op->slot[1] = slots_->acquire();
+    write_head(op->slot[1].data, range.size);
+    enqueue(*op, 0, Step::kClear, Post::kRecv, op->slot[0].data, Slots::kSize, op->slot[0].desc,
+            wire_tag(peer, Wire::kClear, tag));
+    enqueue(*op, 1, Step::kHead, Post::kSend, op->slot[1].data, kHeadBytes, op->slot[1].desc,
+            head);
+  }
+  return begin(std::move(op));
 }
 
 Request Transport::recv(int peer, Tag tag, transport::Region& into, ByteRange range) {
   check_peer(peer, "recv");
   check_range(into, range, "recv");
-  auto op = std::make_shared<Op>();
-  op->kind = Kind::kRecv;
-  op->peer = peer;
-  op->tag = tag;
-  // A buffer of at most max_frame bytes makes a longer message a truncation (FI_ETRUNC).
-  const std::size_t capacity = std::min(range.size, max_frame_);
-  op->capacity = capacity;
-  const std::uint64_t wire = wire_tag(peer, tag);
-  void* buf = into.bytes().data() + range.offset;
-  void* desc = desc_of(into);
-  return start(std::move(op), "fi_trecv", [&](fi_context2* ctx) {
-    return fi_trecv(ep_.get(), buf, capacity, desc, FI_ADDR_UNSPEC, wire, 0, ctx);
-  });
+  const std::uint64_t head = wire_tag(peer, Wire::kHead, tag);
+  auto op = make_op(Kind::kRecv, peer, tag);
+  op->user = into.bytes().data() + range.offset;
+  op->user_desc = desc_of(into);
+  op->capacity = std::min(range.size, max_frame_);
+  op->slot[0] = slots_->acquire();
+  enqueue(*op, 0, Step::kHead, Post::kRecv, op->slot[0].data, Slots::kSize, op->slot[0].desc,
+          head);
+  return begin(std::move(op));
 }
 
 Request Transport::put(int peer, const transport::Region& from, ByteRange range,
@@ -131,76 +146,64 @@ Request Transport::put(int peer, const transport::Region& from, ByteRange range,
         "ofi: put to rank {}: [{}, +{}) is outside its region of {} bytes", peer, remote_offset,
         range.size, key.size));
   }
-  auto op = std::make_shared<Op>();
-  op->kind = Kind::kPut;
-  op->peer = peer;
-  op->bytes = range.size;
-  iovec iov{from.bytes().data() + range.offset, range.size};
-  void* desc = desc_of(from);
-  fi_rma_iov rma{key.address + remote_offset, range.size, key.key};
-  return start(std::move(op), "fi_writemsg", [&](fi_context2* ctx) {
-    fi_msg_rma msg{};
-    msg.msg_iov = &iov;
-    msg.desc = &desc;
-    msg.iov_count = 1;
-    msg.addr = addrs_[peer];
-    msg.rma_iov = &rma;
-    msg.rma_iov_count = 1;
-    msg.context = ctx;
-    // Delivery-complete: when the request finishes, the bytes are in the peer's memory.
-    return fi_writemsg(ep_.get(), &msg, FI_COMPLETION | FI_DELIVERY_COMPLETE);
-  });
+  auto op = make_op(Kind::kPut, peer, 0);
+  op->length = range.size;
+  op->rma = fi_rma_iov{key.address + remote_offset, range.size, key.key};
+  enqueue(*op, 0, Step::kPut, Post::kWrite, from.bytes().data() + range.offset, range.size,
+          desc_of(from), 0);
+  return begin(std::move(op));
 }
 
-void Transport::progress() {
-  fi_cq_tagged_entry entries[16];
-  for (;;) {
-    ssize_t n = fi_cq_read(cq_.get(), entries, 16);
-    if (n == -FI_EAGAIN) return;
-    if (n == -FI_EAVAIL) {
-      fi_cq_err_entry err{};
-      if (fi_cq_readerr(cq_.get(), &err, 0) == 1 && err.op_context != nullptr) {
-        fail(*static_cast<Context*>(err.op_context)->op, err);
-      }
+ssize_t Transport::post(Post& p) {
+  Op& op = *p.op;
+  op.step[p.index] = p.step;
+  fi_context2* ctx = &op.ctx[p.index].fi;
+  switch (p.call) {
+    case Post::kSend:
+      return fi_tsend(ep_.get(), p.buf, p.len, p.desc, addrs_[op.peer], p.wire, ctx);
+    case Post::kRecv:
+      return fi_trecv(ep_.get(), p.buf, p.len, p.desc, FI_ADDR_UNSPEC, p.wire, 0, ctx);
+    case Post::kWrite: {
+      iovec iov{p.buf, p.len};
+      void* desc = p.desc;
+      fi_msg_rma msg{};
+      msg.msg_iov = &iov;
+      msg.desc = &desc;
+      msg.iov_count = 1;
+      msg.addr = addrs_[op.peer];
+      msg.rma_iov = &op.rma;
+      msg.rma_iov_count = 1;
+      msg.context = ctx;
+      // Delivery-complete: when the request finishes, the bytes are in the peer's memory.
+      return fi_writemsg(ep_.get(), &msg, FI_COMPLETION | FI_DELIVERY_COMPLETE);
+    }
+  }
+  return -FI_EINVAL;
+}
+
+void Transport::flush() {
+  // In order, stopping at the first post the provider cannot take yet: two messages under one
+  // tag must reach the provider in the order they were asked for.
+  while (!posts_.empty()) {
+    Post& p = posts_.front();
+    Op& op = *p.op;
+    if (op.error) {  // failed or cancelled meanwhile: this part is never posted
+      posts_.pop_front();
+      settle(op);
       continue;
     }
-    if (n < 0) MURMUR_FI_CHECK(n);
-    for (ssize_t i = 0; i < n; ++i) {
-      complete(*static_cast<Context*>(entries[i].op_context)->op, entries[i].len);
+    ssize_t ret = post(p);
+    if (ret == -FI_EAGAIN) return;
+    posts_.pop_front();
+    if (ret != 0) {
+      abort(op, std::make_exception_ptr(TransportError(
+                    fmt::format("ofi: posting to rank {} tag {:#x}: {}", op.peer, op.tag,
+                                fi_strerror(static_cast<int>(-ret))))));
+      settle(op);
+      continue;
     }
+    op.posted[p.index] = true;
   }
-}
-
-void Transport::complete(Op& op, std::size_t length) {
-  if (op.kind == Kind::kRecv) {
-    op.bytes = length;
-    bytes_received_ += length;
-  } else {
-    bytes_sent_ += op.bytes;
-  }
-  op.done.store(true, std::memory_order_release);
-  inflight_.erase(&op);  // may drop the last reference: nothing after this
-}
-
-void Transport::fail(Op& op, const fi_cq_err_entry& err) {
-  const char* what = kind_name(static_cast<int>(op.kind));
-  const int code = std::abs(err.err);  // providers differ in the sign they report
-  if (op.cancelled || code == FI_ECANCELED) {
-    op.error = std::make_exception_ptr(TransportError(
-        fmt::format("ofi: {} rank {} tag {:#x}: cancelled", what, op.peer, op.tag)));
-  } else if (code == FI_ETRUNC || code == EMSGSIZE) {
-    op.error = std::make_exception_ptr(ProtocolError(fmt::format(
-        "ofi: recv from rank {} tag {:#x}: message longer than the {} bytes accepted "
-        "(range or max_frame_bytes {})", op.peer, op.tag, op.capacity, max_frame_)));
-  } else {
-    const std::string detail = fi_cq_strerror(cq_.get(), err.prov_errno, err.err_data, nullptr, 0);
-    const std::string message = fmt::format("ofi: {} rank {} tag {:#x}: {} ({})", what, op.peer,
-                                            op.tag, fi_strerror(code), detail);
-    op.error = is_connection_loss(code) ? std::make_exception_ptr(PeerLost(message))
-                                           : std::make_exception_ptr(TransportError(message));
-  }
-  op.done.store(true, std::memory_order_release);
-  inflight_.erase(&op);
 }
 
 bool Transport::test(Request& request) {
@@ -216,9 +219,12 @@ void Transport::cancel(Request& request) {
   auto* op = static_cast<Op*>(request.state());
   if (op == nullptr || op->done) return;
   op->cancelled = true;
-  fi_cancel(&ep_->fid, &op->context.fi);
+  abort(*op, std::make_exception_ptr(TransportError(
+                 fmt::format("ofi: rank {} tag {:#x}: cancelled", op->peer, op->tag))));
+  // Give the provider a moment to let go of the buffers (a send under way may not cancel).
   const Deadline deadline = deadline_after(std::chrono::milliseconds(connect_timeout_ms_));
-  while (!op->done && Clock::now() < deadline) progress();
+  auto held = request.shared();
+  while (static_cast<Op*>(held.get())->remaining > 0 && Clock::now() < deadline) progress();
 }
 
 }  // namespace murmur::transport::ofi

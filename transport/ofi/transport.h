@@ -1,25 +1,36 @@
 // The libfabric backend: one RDM endpoint per rank (provider from config.ofi_provider: "tcp"
 // means the layered "tcp;ofi_rxm", "shm" is shared memory), with an FI_AV_TABLE address vector
 // of every other rank's endpoint name (swapped through the Bootstrap at construction) and one
-// FI_CQ_FORMAT_TAGGED completion queue. Messages go through fi_tsend/fi_trecv with the source
-// rank in the top bits of the tag; put() is fi_writemsg with FI_DELIVERY_COMPLETE where the
+// FI_CQ_FORMAT_TAGGED completion queue. put() is fi_writemsg with FI_DELIVERY_COMPLETE where the
 // provider has FI_RMA. Thread-compatible (FI_THREAD_DOMAIN): one thread drives the Transport.
-// Error completions become PeerLost/ProtocolError naming the rank, rethrown from test()/wait().
-// A peer that dies with a receive pending is seen only as the wait reaching its deadline.
+//
+// Messages never reach the provider longer than the receive posted for them, because libfabric
+// 1.17 mishandles truncation (tcp;ofi_rxm drops the message after a truncated eager one; shm
+// never completes a truncated segmented one). Each message starts with a head under its own wire
+// tag, received into a bounce slot that always fits: a message of up to Slots::kInline bytes
+// travels inside its head; a longer one waits for the receiver's clear-to-send, which accepts
+// (the body recv is posted into the user's range first) or refuses (ProtocolError there, and the
+// body is never sent). Wire tags: source rank in the top bits, then 2 bits of kind (head, body,
+// clear-to-send), then the user tag. A peer that dies is seen through Liveness (one TCP socket
+// per watched peer) and fails its pending requests with PeerLost.
 #pragma once
 
 #include <cstdint>
+#include <deque>
 #include <memory>
 #include <span>
 #include <string>
 #include <unordered_map>
 #include <vector>
 
+#include <rdma/fi_rma.h>
 #include <rdma/fi_tagged.h>
 
 #include "core/config.h"
 #include "transport/bootstrap.h"
 #include "transport/ofi/check.h"
+#include "transport/ofi/liveness.h"
+#include "transport/ofi/slots.h"
 #include "transport/transport.h"
 
 namespace murmur::transport::ofi {
@@ -53,35 +64,69 @@ class Transport final : public transport::Transport {
 
  private:
   enum class Kind { kSend, kRecv, kPut };
+  enum class Wire : std::uint64_t { kHead = 0, kBody = 1, kClear = 2 };
+  // What one provider operation of an Op does; its completion handler switches on it.
+  enum class Step { kSmall, kHead, kClear, kBody, kPut };
   struct Op;
   // The provider's per-operation context; completions hand back its address.
   struct Context {
     fi_context2 fi;
-    Op* op;
+    Op* op = nullptr;
+    int index = 0;
   };
+  // One pending send, recv or put: up to two provider operations at a time (ctx[0], ctx[1]).
   struct Op : RequestState {
-    Context context{};
     Kind kind = Kind::kSend;
-    std::size_t capacity = 0;
+    Context ctx[2];
+    Step step[2] = {Step::kSmall, Step::kSmall};
+    bool posted[2] = {false, false};
+    int remaining = 0;          // provider operations posted or queued; released at 0
+    std::byte* user = nullptr;  // the caller's range
+    void* user_desc = nullptr;
+    std::size_t capacity = 0;   // recv: bytes the range accepts
+    std::size_t length = 0;     // the message's length
+    Slots::Slot slot[2];
+    fi_rma_iov rma{};           // put: the target
+    std::exception_ptr refused; // recv: raised once the refusal has been sent
     bool cancelled = false;
+  };
+  // A provider operation waiting to be posted, in order (posts that met -FI_EAGAIN stay here).
+  struct Post {
+    Op* op;
+    int index;
+    Step step;
+    enum { kSend, kRecv, kWrite } call;
+    void* buf;
+    std::size_t len;
+    void* desc;
+    std::uint64_t wire;
   };
 
   void open(const TransportConfig& config);
   void check_peer(int peer, const char* what) const;
   void check_range(const transport::Region& region, ByteRange range, const char* what) const;
-  std::uint64_t wire_tag(int source, Tag tag) const;
-  // Posts through `post` (returns an fi_* result), progressing the CQ while it says -FI_EAGAIN.
-  template <class Post>
-  Request start(std::shared_ptr<Op> op, const char* call, Post post);
+  std::uint64_t wire_tag(int source, Wire kind, Tag tag) const;
+  std::shared_ptr<Op> make_op(Kind kind, int peer, Tag tag);
+  Request begin(std::shared_ptr<Op> op);
+  void enqueue(Op& op, int index, Step step, decltype(Post::kSend) call, void* buf,
+               std::size_t len, void* desc, std::uint64_t wire);
+  ssize_t post(Post& p);
+  void flush();
   void progress();
-  void complete(Op& op, std::size_t length);
-  void fail(Op& op, const fi_cq_err_entry& err);
+  void on_complete(Context& ctx, std::size_t length);
+  void on_head(Op& op, std::size_t length);
+  void on_clear(Op& op);
+  void on_error(Context& ctx, const fi_cq_err_entry& err);
+  void settle(Op& op);
+  void abort(Op& op, std::exception_ptr error);
+  void check_liveness(bool now);
 
   int rank_;
   int world_size_;
   std::size_t max_frame_;
   int connect_timeout_ms_;
   int rank_shift_ = 63;
+  int kind_shift_ = 61;
   Tag max_tag_ = 0;
   std::uint64_t mr_mode_ = 0;
   std::size_t max_msg_size_ = 0;
@@ -93,8 +138,14 @@ class Transport final : public transport::Transport {
   AddressVector av_;
   CompletionQueue cq_;
   Endpoint ep_;
+  std::unique_ptr<Slots> slots_;  // registered in domain_, closed before it
   std::vector<fi_addr_t> addrs_;  // by rank
   std::unordered_map<Op*, std::shared_ptr<Op>> inflight_;
+  std::deque<Post> posts_;
+  Liveness liveness_;
+  std::vector<Deadline> lost_at_;  // by rank: when a peer found dead fails its requests
+  std::vector<bool> lost_;         // by rank: its requests have been failed
+  Clock::time_point next_liveness_check_{};
   std::uint64_t bytes_sent_ = 0;
   std::uint64_t bytes_received_ = 0;
 };
