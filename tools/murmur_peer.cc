@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
@@ -30,9 +31,19 @@ int env_int(const char* name, int fallback) {
   return (v != nullptr && *v != '\0') ? std::atoi(v) : fallback;
 }
 
+// UCX's library constructor installs its own handlers for crash signals (UCX_HANDLE_ERRORS,
+// default "bt"), also in runs that use another backend. After heap corruption its handler can
+// hang instead of ending the process, and then a launcher waits forever for a dead peer. Unless
+// the user asked for UCX's handling explicitly, a crash ends the process as the kernel means it.
+void restore_crash_signals() {
+  if (std::getenv("UCX_HANDLE_ERRORS") != nullptr) return;
+  for (int sig : {SIGSEGV, SIGBUS, SIGILL, SIGFPE}) std::signal(sig, SIG_DFL);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
+  restore_crash_signals();
   CLI::App app{"murmur-peer: one peer of a decentralized training run"};
   std::string config_file;
   std::vector<std::string> overrides;

@@ -1,5 +1,7 @@
 #include "transport/collectives.h"
 
+#include <algorithm>
+
 #include <fmt/format.h>
 
 #include "core/error.h"
@@ -16,6 +18,20 @@ void wait_or_lost(Transport& transport, Request& request, std::chrono::milliseco
                              timeout.count()));
 }
 
+CancelOnUnwind::~CancelOnUnwind() {
+  if (std::uncaught_exceptions() <= uncaught_) return;
+  for (auto* list : lists_) {
+    for (auto& r : *list) {
+      if (!r.valid() || r.state()->done.load()) continue;
+      try {
+        transport_.cancel(r);
+      } catch (...) {
+        // Already failing: the exception in flight is the one to report.
+      }
+    }
+  }
+}
+
 std::vector<std::size_t> neighbor_exchange(Transport& transport, Tag tag, const Region& from,
                                            ByteRange out, std::span<const int> send_to,
                                            Region& into, std::span<const ByteRange> in,
@@ -26,6 +42,9 @@ std::vector<std::size_t> neighbor_exchange(Transport& transport, Tag tag, const 
   }
   // Receives first, so that no message has to wait in an unexpected-message buffer.
   std::vector<Request> recvs, sends;
+  CancelOnUnwind guard(transport);
+  guard.watch(recvs);
+  guard.watch(sends);
   for (std::size_t i = 0; i < recv_from.size(); ++i) {
     recvs.push_back(transport.recv(recv_from[i], tag, into, in[i]));
   }
@@ -43,7 +62,14 @@ RingAllreduce::RingAllreduce(Transport& transport, CollectiveOptions options)
     : transport_(transport), options_(options) {}
 
 void RingAllreduce::run(Region& region, std::span<float> data, ReduceOp op, Tag tag) {
-  const std::size_t N = transport_.world_size(), r = transport_.rank(), n = data.size();
+  // Position r in a ring of N: the world, or the subset set_ranks() gave.
+  const bool subset = !ranks_.empty();
+  const std::size_t N = subset ? ranks_.size() : transport_.world_size(), n = data.size();
+  const std::size_t r = subset ? static_cast<std::size_t>(
+                                     std::find(ranks_.begin(), ranks_.end(), transport_.rank()) -
+                                     ranks_.begin())
+                               : transport_.rank();
+  if (r >= N) throw TransportError("ring_allreduce: this rank is not among set_ranks()");
   if (N == 1 || n == 0) return;
   if (tag >> 32) throw TransportError("ring_allreduce: tag must be below 2^32");
   auto* region_base = region.bytes().data();
@@ -78,7 +104,8 @@ void RingAllreduce::run(Region& region, std::span<float> data, ReduceOp op, Tag 
   // Step k sends segment (r - k) and receives segment (r - k - 1) mod N; steps 0..N-2 reduce
   // (reduce-scatter), steps N-1..2N-3 copy (allgather).
   const std::size_t steps = 2 * (N - 1);
-  const int left = static_cast<int>((r + N - 1) % N), right = static_cast<int>((r + 1) % N);
+  auto rank_at = [&](std::size_t i) { return subset ? ranks_[i] : static_cast<int>(i); };
+  const int left = rank_at((r + N - 1) % N), right = rank_at((r + 1) % N);
   auto send_segment = [&](std::size_t k) { return (r + N * steps - k) % N; };
   auto recv_segment = [&](std::size_t k) { return (r + N * steps - k - 1) % N; };
   auto tag_of = [&](std::size_t k, std::size_t c) { return (tag << 32) | (k << 20) | c; };
@@ -89,6 +116,9 @@ void RingAllreduce::run(Region& region, std::span<float> data, ReduceOp op, Tag 
   };
 
   std::vector<Request> recvs(steps * chunks), last_send(N * chunks), all_sends;
+  CancelOnUnwind guard(transport_);
+  guard.watch(recvs);
+  guard.watch(all_sends);
   auto post_recv = [&](std::size_t k, std::size_t c) {
     std::size_t seg = recv_segment(k);
     Span s = chunk(seg, c);

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <chrono>
+#include <exception>
 #include <memory>
 #include <span>
 #include <vector>
@@ -42,10 +43,14 @@ class RingAllreduce {
   // ranks; every rank ends with the bitwise same result. All ranks call it with the same size
   // and tag.
   void run(Region& region, std::span<float> data, ReduceOp op, Tag tag);
+  // The ring runs over these ranks only (ascending, this rank among them), e.g. the live ones
+  // after a failure; empty (the default) means every rank of the world.
+  void set_ranks(std::vector<int> ranks) { ranks_ = std::move(ranks); }
 
  private:
   Transport& transport_;
   CollectiveOptions options_;
+  std::vector<int> ranks_;
   std::vector<float> scratch_;  // two segments: double-buffers the reduce-scatter receives
   std::unique_ptr<Region> scratch_region_;
 };
@@ -53,6 +58,24 @@ class RingAllreduce {
 // One-shot form (registers a scratch region per call).
 void ring_allreduce(Transport& transport, Region& region, std::span<float> data, ReduceOp op,
                     Tag tag, const CollectiveOptions& options = {});
+
+// Cancels, when a collective unwinds with an exception, every request of the watched lists that
+// is still in flight: a later message must not land in a buffer that the caller frees while the
+// exception propagates (that was a use-after-free when a neighbor died mid-allreduce).
+class CancelOnUnwind {
+ public:
+  explicit CancelOnUnwind(Transport& transport)
+      : transport_(transport), uncaught_(std::uncaught_exceptions()) {}
+  ~CancelOnUnwind();
+  CancelOnUnwind(const CancelOnUnwind&) = delete;
+  CancelOnUnwind& operator=(const CancelOnUnwind&) = delete;
+  void watch(std::vector<Request>& requests) { lists_.push_back(&requests); }
+
+ private:
+  Transport& transport_;
+  int uncaught_;
+  std::vector<std::vector<Request>*> lists_;
+};
 
 // Waits for `request` until options.timeout; throws PeerLost naming the peer and `what`
 // if it is not done by then.
