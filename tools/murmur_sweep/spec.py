@@ -15,6 +15,8 @@
     points:                          # extra points beside the grid (or alone, without one)
       - {name: n9_torus, label: torus, world.size: 9, topology.graph: torus}
     series: topology                 # the axis drawn as lines in the plots (default: the last)
+    report: network                  # an extra report section (network: time to target against
+                                     # bandwidth, speedups over allreduce; network_report.py)
 
 A point is (id, label of each axis, overrides). Ids are readable slugs, unique in the sweep.
 Pure functions of the file: no processes, no output.
@@ -66,6 +68,9 @@ class Sweep:
         self.grid = data.get("grid") or {}
         self.axes = list(self.grid.keys())
         self.series = data.get("series") or (self.axes[-1] if self.axes else "point")
+        self.report = data.get("report")
+        if self.report not in (None, "network"):
+            raise SweepError(f"{path}: report: {self.report!r} is not network")
         self.points = expand(path, self, data)
         if not self.points:
             raise SweepError(f"{path}: no points (empty grid and no `points:`)")
@@ -78,7 +83,7 @@ def find_root(path):
         if os.path.exists(os.path.join(d, "tools", "murmur-launch")):
             return d
         d = os.path.dirname(d)
-    return os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    return os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # tools/murmur_sweep/..
 
 
 def flatten(mapping, prefix=""):
@@ -164,7 +169,7 @@ def load(path):
     if not isinstance(data, dict):
         raise SweepError(f"{path}: expected a mapping at the top")
     known = {"name", "base", "config", "peers", "runner", "target_accuracy", "sets", "grid",
-             "exclude", "points", "series", "description"}
+             "exclude", "points", "series", "description", "report"}
     unknown = set(data) - known
     if unknown:
         raise SweepError(f"{path}: unknown keys {sorted(unknown)} (known: {sorted(known)})")
