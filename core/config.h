@@ -194,6 +194,9 @@ struct TransportConfig {
   std::string rendezvous_dir;           // or a shared directory of address files
   int connect_timeout_ms = 30000;
   int recv_timeout_ms = 60000;
+  // run.on_peer_failure=continue: a neighbor silent this long (or whose connection closes) is
+  // dropped from the mixing weights and the run goes on without it.
+  int peer_timeout_ms = 10000;
   std::int64_t max_frame_bytes = std::int64_t{1} << 30;
   std::int64_t chunk_bytes = std::int64_t{1} << 20;  // pipelining unit of large transfers
   std::string secret_file;              // shared secret for the handshake
@@ -210,6 +213,7 @@ void describe(V& v, TransportConfig& c) {
   v("rendezvous_dir", c.rendezvous_dir);
   v("connect_timeout_ms", c.connect_timeout_ms, Range{1, 1e9});
   v("recv_timeout_ms", c.recv_timeout_ms, Range{1, 1e9});
+  v("peer_timeout_ms", c.peer_timeout_ms, Range{1, 1e9});
   v("max_frame_bytes", c.max_frame_bytes, Range{64, 1e12});
   v("chunk_bytes", c.chunk_bytes, Range{4096, 1e12});
   v("secret_file", c.secret_file);

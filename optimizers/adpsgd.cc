@@ -47,6 +47,7 @@ Adpsgd::Adpsgd(const AveragingContext& ctx)
       seed_(ctx.seed),
       local_steps_(ctx.algorithm.local_steps),
       options_(collective_options(ctx.transport_config)),
+      live_(ctx.live),
       snapshot_(ctx.params.size(), 0.0f),
       slots_(ctx.transport, ctx.params.size()),
       comm_(std::make_unique<CommThread>()) {
@@ -63,14 +64,20 @@ void Adpsgd::after_step(std::int64_t step) {
   apply_pending();
   const int n = transport_.world_size(), r = transport_.rank();
   partner_ = pairwise_partner(topology::graph_at(topology_, n, seed_, round), seed_, round, r);
+  if (partner_ >= 0 && live_ && !live_->alive(partner_, step)) partner_ = -1;
   if (partner_ >= 0) {
     copy(snapshot_, params_);
     pending_ = true;
     const transport::Tag tag = p2p_tag(Purpose::kPairwise, round);
     comm_->start([this, tag] {
       const int peer[1] = {partner_};
-      exchange_into_slots(transport_, tag, *snapshot_region_, {0, params_.size_bytes()}, peer,
-                          slots_, peer, options_);
+      const transport::ByteRange all{0, params_.size_bytes()};
+      if (live_) {
+        got_ = exchange_live(transport_, tag, *snapshot_region_, all, peer, slots_, peer, *live_)[0];
+      } else {
+        exchange_into_slots(transport_, tag, *snapshot_region_, all, peer, slots_, peer, options_);
+        got_ = true;
+      }
     });
   }
   stats_.comm_s += watch.seconds();
@@ -80,6 +87,7 @@ void Adpsgd::apply_pending() {
   if (!pending_) return;
   stats_.wait_s += comm_->wait();
   pending_ = false;
+  if (!got_) return;  // the partner was lost: this round is skipped
   // Lian et al. 2018, Algorithm 1, line 6: x_i, x_j <- (x_i + x_j) / 2 on the values read at
   // the exchange; the local step taken since is kept: x_i += (x_j' - x_i') / 2.
   add_scaled_diff(params_, 0.5f, slots_.slot(0), snapshot_);

@@ -4,7 +4,8 @@
 // flight. The pairs of round t are a matching of the topology's graph (edges taken both ways)
 // drawn from (seed, t), so every peer derives the same pairs without a coordinator. The
 // average of a round is computed on the snapshots sent and added one step later as a
-// difference, which keeps the sum over peers exact. Not thread-safe.
+// difference, which keeps the sum over peers exact. With a LiveSet, a dead partner is skipped:
+// this peer sits the round out. Not thread-safe.
 #pragma once
 
 #include <cstdint>
@@ -41,7 +42,9 @@ class Adpsgd final : public Averaging {
   std::vector<float> snapshot_;
   std::unique_ptr<transport::Region> snapshot_region_;
   RecvSlots slots_;
+  LiveSet* live_;
   int partner_ = -1;  // of the exchange in flight
+  bool got_ = false;  // whether the partner's snapshot arrived
   bool pending_ = false;
   std::unique_ptr<CommThread> comm_;  // last: its job uses the members above
 };

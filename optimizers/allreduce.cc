@@ -5,11 +5,20 @@ namespace murmur::optimizers {
 ExactAverage::ExactAverage(const AveragingContext& ctx)
     : region_(ctx.params_region),
       params_(ctx.params),
-      allreduce_(ctx.transport, collective_options(ctx.transport_config)) {}
+      allreduce_(ctx.transport, collective_options(ctx.transport_config)) {
+  if (ctx.live) {
+    live_ = std::make_unique<LiveAllreduce>(ctx.transport, *ctx.live,
+                                            collective_options(ctx.transport_config));
+  }
+}
 
 double ExactAverage::run(ReducePurpose purpose, std::int64_t round) {
   Stopwatch watch;
-  allreduce_.run(region_, params_, transport::ReduceOp::kAverage, allreduce_tag(purpose, round));
+  if (live_) {
+    live_->average(region_, params_, allreduce_tag(purpose, round), round);
+  } else {
+    allreduce_.run(region_, params_, transport::ReduceOp::kAverage, allreduce_tag(purpose, round));
+  }
   return watch.seconds();
 }
 

@@ -6,10 +6,12 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <span>
 
 #include "optimizers/averaging.h"
 #include "optimizers/comm_thread.h"
+#include "optimizers/live_allreduce.h"
 #include "transport/collectives.h"
 
 namespace murmur::optimizers {
@@ -18,13 +20,16 @@ class ExactAverage {
  public:
   explicit ExactAverage(const AveragingContext& ctx);
   // Replaces the parameters on every rank by their mean (bitwise the same on every rank).
-  // Every rank calls it with the same (purpose, round). Returns the seconds it took.
+  // Every rank calls it with the same (purpose, round). Returns the seconds it took. With a
+  // LiveSet the mean is over the live ranks (LiveAllreduce), and a round whose average the
+  // survivors skipped while agreeing on a new ring leaves the parameters as they were.
   double run(ReducePurpose purpose, std::int64_t round);
 
  private:
   transport::Region& region_;
   std::span<float> params_;
   transport::RingAllreduce allreduce_;
+  std::unique_ptr<LiveAllreduce> live_;  // run.on_peer_failure=continue only
 };
 
 class AllreduceAveraging final : public Averaging {

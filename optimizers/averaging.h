@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "core/config.h"
+#include "optimizers/live_set.h"
 #include "transport/transport.h"
 
 namespace murmur::optimizers {
@@ -36,6 +37,9 @@ struct AveragingContext {
   transport::Region& params_region;  // the registered parameter arena
   std::span<float> params;           // the arena as floats (the same bytes as params_region)
   std::uint64_t seed;                // the run seed: every peer derives the same schedule
+  // run.on_peer_failure=continue: the ranks believed alive, which the algorithm keeps up to date
+  // and averages over. nullptr (stop): a lost neighbor is an error, as PeerLost.
+  LiveSet* live = nullptr;
 };
 
 class Averaging {

@@ -24,7 +24,11 @@
 namespace murmur::optimizers {
 
 // Point-to-point purposes: tag = purpose << 48 | round (48 bits), so bits 56..63 stay 0.
-enum class Purpose : std::uint64_t { kGossip = 1, kPushSum = 2, kPairwise = 3, kChoco = 4 };
+enum class Purpose : std::uint64_t {
+  kGossip = 1, kPushSum = 2, kPairwise = 3, kChoco = 4,
+  kAgreement = 5,  // live_allreduce.h: round = the agreement's number
+  kJoin = 6,       // rejoin.h: a restarted peer asks to come back (round 0) / the answer (1, 2)
+};
 // Ring-allreduce purposes: the tag passed to RingAllreduce is purpose << 24 | round (24 bits),
 // which RingAllreduce shifts left by 32: bits 56..63 hold the purpose (1..15), never 0 (the
 // point-to-point tags above) and never 0xFF (the runtime's own final average).

@@ -13,6 +13,7 @@ Sgp::Sgp(const AveragingContext& ctx)
       local_steps_(ctx.algorithm.local_steps),
       tau_(ctx.algorithm.tau > 0 ? ctx.algorithm.tau : (ctx.algorithm.overlap ? 1 : 0)),
       options_(collective_options(ctx.transport_config)),
+      live_(ctx.live),
       schedule_(ctx.topology, ctx.transport.world_size(), ctx.transport.rank(), ctx.seed),
       x_(ctx.params.begin(), ctx.params.end()),
       stride_((ctx.params.size() + 1 + 63) / 64 * 64) {
@@ -53,10 +54,10 @@ void Sgp::after_step(std::int64_t step) {
   }
   Round& r = rounds_[t % (tau_ + 1)];
   Stopwatch blocked;
-  for (auto& q : r.sends)
-    transport::wait_or_lost(transport_, q, options_.timeout, "a push-sum send");
+  for (auto& q : r.sends) wait(q, "a push-sum send");
   double blocked_s = blocked.seconds();
-  const topology::RankMixing& m = schedule_.at(t);
+  const topology::RankMixing m =
+      live_ ? renormalize(schedule_.at(t), *live_, step, Renormalize::kColumn) : schedule_.at(t);
   // Line 5-6: send (x, w) to the out-neighbors; each receiver scales by its column weight
   // W_ji = recv_weights on its side, so one buffer serves every out-neighbor.
   const std::size_t base = (t % (tau_ + 1)) * stride_;
@@ -87,7 +88,12 @@ void Sgp::after_step(std::int64_t step) {
   }
   for (auto& q : rounds_) {
     for (auto& req : q.recvs) {
-      if (!req.state()->done) transport_.test(req);
+      if (req.state()->done) continue;
+      try {
+        transport_.test(req);
+      } catch (const PeerLost&) {
+        if (!live_) throw;  // with a LiveSet, consume() finds the failure and marks the peer
+      }
     }
   }
   publish();
@@ -102,7 +108,8 @@ void Sgp::consume(Round& r) {
     return;
   }
   for (std::size_t k = 0; k < r.recvs.size(); ++k) {
-    transport::wait_or_lost(transport_, r.recvs[k], options_.timeout, "a push-sum receive");
+    // A lost in-neighbor's share is lost with it (its mass died with it).
+    if (!wait(r.recvs[k], "a push-sum receive")) continue;
     if (r.recvs[k].state()->bytes != (n + 1) * sizeof(float)) {
       throw ProtocolError(fmt::format("sgp: rank {}: a push-sum message of {} bytes, expected {}",
                                       transport_.rank(), r.recvs[k].state()->bytes,
@@ -123,15 +130,19 @@ void Sgp::flush() {
   // Our last messages must have left before the caller may exit or checkpoint: a receiver
   // still owes them to its sum.
   for (auto& r : rounds_) {
-    for (auto& q : r.sends) {
-      transport::wait_or_lost(transport_, q, options_.timeout, "a push-sum send");
-    }
+    for (auto& q : r.sends) wait(q, "a push-sum send");
     r.sends.clear();
   }
   publish();
   const double s = watch.seconds();
   stats_.comm_s += s;
   stats_.wait_s += s;
+}
+
+bool Sgp::wait(transport::Request& q, const char* what) {
+  if (live_) return q.state()->done && !q.state()->error ? true : wait_live(transport_, q, *live_, what);
+  transport::wait_or_lost(transport_, q, options_.timeout, what);
+  return true;
 }
 
 void Sgp::publish() {

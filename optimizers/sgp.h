@@ -5,7 +5,9 @@
 // z_i = x_i / w_i. The parameter arena always holds z_i: the local optimizer steps z and the
 // step is carried over to x. Overlap SGP (algorithm.tau = T > 0, or overlap with T = 1): a
 // round's messages are posted without waiting and consumed T rounds later, so a message may be
-// up to T steps late and mass is never lost. Not thread-safe.
+// up to T steps late and mass is never lost. With a LiveSet (run.on_peer_failure=continue) the
+// push weight of a dead out-neighbor stays with the sender and a dead in-neighbor's message is
+// skipped: the surviving mass keeps x / w an unbiased average of the live peers. Not thread-safe.
 #pragma once
 
 #include <memory>
@@ -42,11 +44,15 @@ class Sgp final : public Averaging {
   };
   void consume(Round& r);  // waits for r's messages and adds them to (x, w)
   void publish();          // params <- x / w
+  // Waits for a request as the mode says: PeerLost after the timeout without a LiveSet; with
+  // one, false (the peer is marked dead) instead.
+  bool wait(transport::Request& q, const char* what);
 
   transport::Transport& transport_;
   std::span<float> params_;
   int local_steps_, tau_;
   transport::CollectiveOptions options_;
+  LiveSet* live_;
   MixingSchedule schedule_;
   std::vector<float> x_;
   double w_ = 1.0;

@@ -4,6 +4,11 @@
 #include <cmath>
 #include <cstring>
 
+#include <limits>
+
+#include "optimizers/live_allreduce.h"
+#include "topology/mixing.h"
+#include "topology/schedule.h"
 #include "transport/collectives.h"
 #include "transport/factory.h"
 
@@ -33,11 +38,53 @@ Distributed::Distributed(const ExperimentConfig& config, int rank, Arena& params
                                  config.transport, rank, config.world.size))),
       params_region_(transport_->register_region(params.bytes())),
       scratch_(params.clone_layout()),
-      scratch_region_(transport_->register_region(scratch_.bytes())) {
+      scratch_region_(transport_->register_region(scratch_.bytes())),
+      params_(params.flat()) {
+  if (config.run.on_peer_failure == "continue") {
+    live_ = std::make_unique<optimizers::LiveSet>(
+        config.world.size, transport_->rank(),
+        std::chrono::milliseconds(config.transport.peer_timeout_ms));
+  }
   optimizers::AveragingContext ctx{config.algorithm,  config.topology, config.transport,
                                    *transport_,       *params_region_, params.flat(),
-                                   config.run.seed};
+                                   config.run.seed,   live_.get()};
   averaging_ = optimizers::make_averaging(ctx);
+  if (live_ && is_gossip(config.algorithm.name)) {
+    // Neighbors' steps drift apart by at most about one per hop: a rejoin takes effect this
+    // many steps after the answer, so that the rejoining peer can be there in time.
+    const std::int64_t margin =
+        static_cast<std::int64_t>(config.world.size + 2) * config.algorithm.local_steps;
+    responder_ = std::make_unique<optimizers::JoinResponder>(*transport_, *live_, params_, margin);
+  }
+}
+
+bool Distributed::is_gossip(const std::string& algorithm) {
+  return algorithm == "dpsgd" || algorithm == "sgp" || algorithm == "adpsgd";
+}
+
+void Distributed::after_step(std::int64_t step) {
+  averaging_->after_step(step);
+  if (responder_) responder_->poll(step);
+}
+
+std::int64_t Distributed::rejoin(std::int64_t step) {
+  if (!live_) return step;
+  // Ask the ranks this one averages with: its graph neighbors (a static graph), or everyone
+  // (a graph that changes every round, and the allreduce family, which answers no one).
+  const int n = config_.world.size, self = transport_->rank();
+  std::vector<int> ask;
+  if (is_gossip(config_.algorithm.name) && !topology::is_time_varying(config_.topology)) {
+    const auto m = topology::rank_mixing(config_.topology, n, self, config_.run.seed, 0);
+    ask = m.recv_from;
+    ask.insert(ask.end(), m.send_to.begin(), m.send_to.end());
+    std::sort(ask.begin(), ask.end());
+    ask.erase(std::unique(ask.begin(), ask.end()), ask.end());
+  } else {
+    for (int r = 0; r < n; ++r) {
+      if (r != self) ask.push_back(r);
+    }
+  }
+  return optimizers::rejoin(*transport_, *live_, ask, params_, step).step;
 }
 
 Distributed::~Distributed() = default;
@@ -47,8 +94,18 @@ FinalAverage Distributed::average(std::span<float> model) {
   std::copy(model.begin(), model.end(), mean.begin());
   const auto options = collective_options(config_.transport);
   transport::RingAllreduce allreduce(*transport_, options);
-  allreduce.run(*scratch_region_, mean.first(model.size()), transport::ReduceOp::kAverage,
-                kAverageTag);
+  // Continue mode: over the ranks alive at the end, which the survivors agree on.
+  constexpr std::int64_t kEnd = std::numeric_limits<std::int64_t>::max() / 2;
+  std::unique_ptr<optimizers::LiveAllreduce> live;
+  if (live_) live = std::make_unique<optimizers::LiveAllreduce>(*transport_, *live_, options);
+  auto reduce = [&](std::span<float> data, transport::Tag tag) {
+    if (live) {
+      live->average(*scratch_region_, data, tag, kEnd);
+    } else {
+      allreduce.run(*scratch_region_, data, transport::ReduceOp::kAverage, tag);
+    }
+  };
+  reduce(mean.first(model.size()), kAverageTag);
   double sq = 0;
   for (std::size_t i = 0; i < model.size(); ++i) {
     const double d = static_cast<double>(model[i]) - mean[i];
@@ -58,7 +115,7 @@ FinalAverage Distributed::average(std::span<float> model) {
   // first float after the model has been copied out.
   std::copy(mean.begin(), mean.begin() + static_cast<std::ptrdiff_t>(model.size()), model.begin());
   mean[0] = static_cast<float>(std::sqrt(sq));
-  allreduce.run(*scratch_region_, mean.first(1), transport::ReduceOp::kAverage, kDistanceTag);
+  reduce(mean.first(1), kDistanceTag);
   return {static_cast<double>(mean[0])};
 }
 

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <fstream>
 #include <thread>
 #include <vector>
 
@@ -107,6 +108,7 @@ class Trainer {
   PeerResult run() {
     const auto start = Clock::now();
     if (config_.checkpoint.resume) resume();
+    rejoin_if_restarted();
     double window_loss = 0;
     int window_steps = 0;
     auto window_start = Clock::now();
@@ -151,6 +153,7 @@ class Trainer {
         prune_checkpoints(dir_, config_.checkpoint.keep);
       }
     }
+    std::filesystem::remove(dir_ / "running");  // ended cleanly: a restart is no rejoin
     PeerResult result;
     result.stopped_early = step_ < total_steps_;
     if (result.stopped_early) {
@@ -348,6 +351,18 @@ class Trainer {
         log().warn("rank {}: skipping unusable checkpoint: {}", rank_, e.what());
       }
     }
+  }
+
+  // run.on_peer_failure=continue: a peer whose last run here did not end cleanly (the marker
+  // rank<r>/running is still there: it was killed) asks its neighbors to take it back, with
+  // their parameters and step (optimizers/rejoin.h). The marker is written for this run.
+  void rejoin_if_restarted() {
+    const auto marker = dir_ / "running";
+    const bool died = std::filesystem::exists(marker);
+    std::ofstream(marker) << "this peer is running; left behind if it dies\n";
+    if (!died || !dist_ || config_.run.on_peer_failure != "continue") return;
+    log().warn("rank {}: the last run of this peer did not end cleanly; rejoining", rank_);
+    step_ = first_step_ = dist_->rejoin(step_);
   }
 
   const ExperimentConfig& config_;

@@ -141,10 +141,11 @@ asio::awaitable<void> Context::accept_one(std::shared_ptr<Socket> socket) {
     }
     timer->cancel();
     Peer& p = peer(static_cast<int>(hello.rank));
-    if (p.state == Peer::State::kReady || p.state == Peer::State::kFailed) {
-      throw ProtocolError(fmt::format("rank {} is already {}", hello.rank,
-                                      p.state == Peer::State::kReady ? "connected" : "failed"));
+    if (p.state == Peer::State::kReady) {
+      throw ProtocolError(fmt::format("rank {} is already connected", hello.rank));
     }
+    // A rank we saw die that proves it holds the secret is a restarted peer: take it back.
+    if (p.state == Peer::State::kFailed) reset(p);
     p.address = from;
     on_connected(p, std::move(socket));
   } catch (const std::exception& e) {

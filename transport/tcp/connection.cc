@@ -13,6 +13,7 @@ namespace murmur::transport::tcp {
 // Spawned with p.writing already set, so that two sends in a row never start two writers.
 asio::awaitable<void> Context::write_loop(Peer& p) {
   auto socket = p.socket;  // keeps the socket alive across a failure that resets p.socket
+  const std::uint64_t generation = p.generation;  // reset() may give p a new connection
   const std::size_t chunk = static_cast<std::size_t>(config_.chunk_bytes);
   while (!p.sends.empty() && !p.error) {
     std::shared_ptr<SendOp> op = p.sends.front();
@@ -28,11 +29,13 @@ asio::awaitable<void> Context::write_loop(Peer& p) {
         std::array<asio::const_buffer, 2> buffers{asio::buffer(header),
                                                   asio::buffer(op->data + offset, length)};
         co_await asio::async_write(*socket, buffers, asio::use_awaitable);
+        if (p.generation != generation) co_return;  // reset() failed our ops already
         p.last_progress = Clock::now();
         sent_ += length;
         offset += length;
       } while (offset < op->size);
     } catch (const boost::system::system_error& e) {
+      if (p.generation != generation) co_return;
       if (!p.error) {
         fail(p, std::make_exception_ptr(PeerLost(fmt::format(
                     "{}: lost {} while sending {} bytes (tag {}): {}", self(), p.describe(),
@@ -126,17 +129,20 @@ void Context::deliver(Peer& p, const FrameHeader& h) {
 asio::awaitable<void> Context::read_loop(Peer& p) {
   ++open_reads_;
   auto socket = p.socket;
+  const std::uint64_t generation = p.generation;
   const auto max_frame = static_cast<std::uint64_t>(config_.max_frame_bytes);
   FrameBytes header;
   try {
     for (;;) {
       co_await asio::async_read(*socket, asio::buffer(header), asio::use_awaitable);
+      if (p.generation != generation) break;
       p.mid_frame = true;
       p.last_progress = Clock::now();
       FrameHeader h = decode(header, max_frame, p.describe());
       std::byte* into = place(p, h);
       if (h.length > 0) {
         co_await asio::async_read(*socket, asio::buffer(into, h.length), asio::use_awaitable);
+        if (p.generation != generation) break;
       }
       p.mid_frame = false;
       p.last_progress = Clock::now();
@@ -148,7 +154,7 @@ asio::awaitable<void> Context::read_loop(Peer& p) {
       deliver(p, h);
     }
   } catch (const boost::system::system_error& e) {
-    if (!p.error && !closing_) {
+    if (p.generation == generation && !p.error && !closing_) {
       bool eof = e.code() == asio::error::eof;
       fail(p, std::make_exception_ptr(PeerLost(fmt::format(
                   "{}: {} {}{}", self(), p.describe(),
@@ -158,8 +164,10 @@ asio::awaitable<void> Context::read_loop(Peer& p) {
                                     : ""))));
     }
   } catch (const TransportError& e) {
-    spdlog::warn("{}", e.what());
-    fail(p, std::current_exception());
+    if (p.generation == generation) {
+      spdlog::warn("{}", e.what());
+      fail(p, std::current_exception());
+    }
   }
   --open_reads_;
 }

@@ -134,6 +134,9 @@ bool Context::wait(RequestState& op, Deadline deadline) {
 
 void Context::fail(Peer& p, std::exception_ptr error) {
   if (!p.error) p.error = error;
+  if (p.state != Peer::State::kFailed) {
+    p.published_at_failure = rendezvous_->try_lookup(p.rank).value_or("");
+  }
   p.state = Peer::State::kFailed;
   if (p.socket) {
     boost::system::error_code ec;
@@ -157,8 +160,32 @@ void Context::fail(Peer& p, std::exception_ptr error) {
   }
 }
 
+void Context::reset(Peer& p) {
+  for (auto& op : p.sends) {
+    if (!op->done) complete(*op, p.error);
+  }
+  p.sends.clear();
+  p.writing = false;
+  p.unexpected.clear();
+  p.incoming = {};
+  p.error = nullptr;
+  p.state = Peer::State::kIdle;
+  p.socket.reset();
+  p.address.clear();
+  p.mid_frame = false;
+  ++p.generation;
+  spdlog::info("{}: {} is back; accepting a fresh connection", self(), p.describe());
+}
+
+bool Context::came_back(const Peer& p) {
+  if (p.state != Peer::State::kFailed) return false;
+  const std::string now = rendezvous_->try_lookup(p.rank).value_or("");
+  return !now.empty() && now != p.published_at_failure;
+}
+
 void Context::start_send(const std::shared_ptr<SendOp>& op) {
   Peer& p = peer(op->peer);
+  if (came_back(p)) reset(p);
   if (p.error) return complete(*op, p.error);
   p.sends.push_back(op);
   if (p.state == Peer::State::kIdle) connect(p);
@@ -191,6 +218,7 @@ void Context::start_recv(const std::shared_ptr<RecvOp>& op) {
     p.unexpected.erase(it);
     return;
   }
+  if (came_back(p)) reset(p);
   if (p.error) return complete(*op, p.error);
   p.recvs[op->tag].push_back(op);
   if (p.state == Peer::State::kIdle) connect(p);

@@ -72,6 +72,10 @@ struct Peer {
   Clock::time_point last_progress{};
   bool mid_frame = false;
   bool reading = false;
+  // A rank seen to die may come back (restarted, with a new address): each connection is one
+  // generation, and a coroutine of an older one touches nothing when it wakes up.
+  std::uint64_t generation = 0;
+  std::string published_at_failure;  // its rendezvous address when it failed
 
   std::string describe() const;  // "rank 3 (127.0.0.1:4000)"
 };
@@ -94,6 +98,11 @@ class Context {
   void start_recv(const std::shared_ptr<RecvOp>& op);
   void complete(RequestState& op, std::exception_ptr error = nullptr);
   void fail(Peer& p, std::exception_ptr error);
+  // A failed peer back to kIdle for a fresh connection: whatever was pending on the old one
+  // fails, and what arrived from it (unexpected messages) is dropped.
+  void reset(Peer& p);
+  // True iff a failed peer has published another address since: it was restarted.
+  bool came_back(const Peer& p);
   void connect(Peer& p);                     // connect.cc: dial or await the accept
   void on_connected(Peer& p, std::shared_ptr<Socket> socket);
   asio::awaitable<void> accept_loop();       // connect.cc

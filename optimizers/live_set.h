@@ -1,0 +1,88 @@
+// Which ranks this peer believes alive, shared by the averaging algorithm, the runtime's final
+// average and the rejoin protocol (run.on_peer_failure=continue). A rank is marked dead when its
+// connection fails or it stays silent past transport.peer_timeout_ms; a rank that rejoins is
+// alive again from an agreed step on. Also: the mixing weights renormalized over the live
+// neighbors, and a neighbor exchange that survives a neighbor's death. LiveSet is thread-safe
+// (the communication thread marks deaths while the training thread reads); mu_ is a leaf lock.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <limits>
+#include <mutex>
+#include <span>
+#include <string_view>
+#include <vector>
+
+#include "topology/mixing.h"
+#include "transport/collectives.h"
+#include "transport/transport.h"
+
+namespace murmur::optimizers {
+
+class RecvSlots;
+
+class LiveSet {
+ public:
+  LiveSet(int world_size, int rank, std::chrono::milliseconds peer_timeout);
+
+  int world_size() const { return static_cast<int>(alive_from_.size()); }
+  int rank() const { return rank_; }
+  // How long a neighbor may stay silent before it is declared dead.
+  std::chrono::milliseconds peer_timeout() const { return peer_timeout_; }
+
+  // True iff `r` takes part in the averaging of `step` (this rank always does).
+  bool alive(int r, std::int64_t step) const;
+  // True iff `r` was marked dead and has not been taken back (revive() may be pending).
+  bool dead(int r) const;
+  // Marks `r` dead (idempotent) and logs a warning naming it and `why`, once.
+  void mark_dead(int r, std::string_view why);
+  // Takes `r` back from `step` on (the step both sides agreed on); logs it.
+  void revive(int r, std::int64_t from_step);
+  // The ranks alive at `step`, this one included, ascending.
+  std::vector<int> live_ranks(std::int64_t step) const;
+  std::vector<int> dead_ranks() const;
+  // Bumped by every mark_dead/revive, so a caller can tell that the set changed.
+  std::uint64_t version() const;
+  // Agreements (live_allreduce.h) taken so far by this process, whichever allreduce took them:
+  // the n-th agreement of every survivor meets the n-th of the others.
+  std::uint64_t agreements() const;
+  std::uint64_t next_agreement();
+
+ private:
+  static constexpr std::int64_t kDead = std::numeric_limits<std::int64_t>::max();
+  static constexpr std::int64_t kAlways = std::numeric_limits<std::int64_t>::min();
+  int rank_;
+  std::chrono::milliseconds peer_timeout_;
+  mutable std::mutex mu_;                // guards every member below (leaf)
+  std::vector<std::int64_t> alive_from_;  // per rank: first step it averages in; kDead if dead
+  std::uint64_t version_ = 0;
+  std::uint64_t agreements_ = 0;
+};
+
+// How a dropped neighbor's weight is given back, so that the weights keep the sums an algorithm
+// needs: kRow (D-PSGD, symmetric doubly stochastic W: each side adds the weight of the edge it
+// lost to its own, so W stays symmetric and doubly stochastic over the live ranks) or kColumn
+// (push-sum: the mass meant for a dead out-neighbor stays with the sender).
+enum class Renormalize { kRow, kColumn };
+
+// `m` without the neighbors that are not alive at `step`, their weight returned to self_weight.
+topology::RankMixing renormalize(const topology::RankMixing& m, const LiveSet& live,
+                                 std::int64_t step, Renormalize how);
+
+// exchange_into_slots (comm_thread.h) that survives a neighbor's death: waits at most
+// live.peer_timeout() per request, marks a neighbor dead when its request fails (PeerLost) or
+// times out (the request is cancelled), and returns, per rank of recv_from, whether its message
+// arrived whole. ProtocolError and other errors still throw.
+std::vector<bool> exchange_live(transport::Transport& transport, transport::Tag tag,
+                                const transport::Region& from, transport::ByteRange out,
+                                std::span<const int> send_to, RecvSlots& slots,
+                                std::span<const int> recv_from, LiveSet& live);
+
+// Waits for `request` at most live.peer_timeout(); returns true iff it completed. Otherwise (a
+// PeerLost, or the timeout, after which the request is cancelled) marks its peer dead naming
+// `what`, and returns false.
+bool wait_live(transport::Transport& transport, transport::Request& request, LiveSet& live,
+               const char* what);
+
+}  // namespace murmur::optimizers
