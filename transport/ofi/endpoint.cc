@@ -2,6 +2,7 @@
 // operations are queued in posting order and posted by flush(); test, wait and cancel.
 #include <algorithm>
 #include <cstring>
+#include <thread>
 
 #include <fmt/format.h>
 #include <rdma/fi_errno.h>
@@ -213,6 +214,14 @@ bool Transport::test(Request& request) {
   if (!op->done.load(std::memory_order_acquire)) return false;
   if (op->error) std::rethrow_exception(op->error);
   return true;
+}
+
+bool Transport::wait(Request& request, Deadline deadline) {
+  for (int idle = 0;; ++idle) {
+    if (test(request)) return true;
+    if (Clock::now() >= deadline) return false;
+    if (idle >= 16) std::this_thread::yield();
+  }
 }
 
 void Transport::cancel(Request& request) {

@@ -56,6 +56,9 @@ class Transport final : public transport::Transport {
   Request put(int peer, const transport::Region& from, ByteRange range,
               std::span<const std::byte> remote_key, std::size_t remote_offset) override;
   bool test(Request& request) override;
+  // Polls test() like the base class, yielding the core between idle polls: ranks outnumbering
+  // cores (8 on 2 here) otherwise spin away the time slices their peers need to answer.
+  bool wait(Request& request, Deadline deadline) override;
   void cancel(Request& request) override;
   std::uint64_t bytes_sent() const override { return bytes_sent_; }
   std::uint64_t bytes_received() const override { return bytes_received_; }
