@@ -170,7 +170,10 @@ Safetensors Safetensors::parse(std::vector<std::byte> bytes, std::string_view or
   };
   std::vector<Placed> placed;
   std::uint64_t data_needed = 0;
-  for (const auto& [name, entry] : header.items()) {
+  for (const auto& item : header.items()) {
+    // Named here, not as a structured binding: clang 14 (the fuzz build) cannot capture those.
+    const std::string& name = item.key();
+    const nlohmann::json& entry = item.value();
     if (name == "__metadata__") {
       if (!entry.is_object()) throw bad("__metadata__ is not an object");
       for (const auto& [key, value] : entry.items()) {
