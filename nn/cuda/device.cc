@@ -33,6 +33,9 @@ DeviceBuffer::DeviceBuffer(std::size_t bytes) : size_(bytes) {
   if (bytes == 0) return;
   MURMUR_CUDA_CHECK(cudaMalloc(&data_, bytes));
   MURMUR_CUDA_CHECK(cudaMemset(data_, 0, bytes));
+  // cudaMemset is queued on the legacy default stream, which our non-blocking streams do not
+  // wait for: finish it here, or a copy queued next on another stream could be zeroed after.
+  MURMUR_CUDA_CHECK(cudaDeviceSynchronize());
 }
 
 DeviceBuffer& DeviceBuffer::operator=(DeviceBuffer&& o) noexcept {

@@ -39,6 +39,9 @@ inline DeviceBuffer upload(std::span<const float> host) {
   DeviceBuffer d(host.size() * sizeof(float));
   if (!host.empty())
     MURMUR_CUDA_CHECK(cudaMemcpy(d.data(), host.data(), host.size_bytes(), cudaMemcpyHostToDevice));
+  // From pageable memory cudaMemcpy may return before the DMA lands, on the legacy stream that
+  // the Context's non-blocking stream does not wait for.
+  MURMUR_CUDA_CHECK(cudaDeviceSynchronize());
   return d;
 }
 
