@@ -1,0 +1,122 @@
+// Peers that die, and come back (run.on_peer_failure: continue), end to end: 4 peer processes on
+// loopback train the small synthetic problem; one is killed with SIGKILL mid-run. The survivors
+// must drop it, finish every step and reach the accuracy of a fault-free run; restarted with the
+// same command, it must rejoin (its neighbors' parameters and step) and finish with them. Every
+// command runs under `timeout`, so a hang fails the test.
+#include <catch2/catch.hpp>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <thread>
+
+#include <nlohmann/json.hpp>
+
+#include "tests/runtime/test_util.h"
+
+using murmur::testing::binary;
+using murmur::testing::run_command;
+using murmur::testing::TempDir;
+
+namespace {
+
+const char* kSyntheticYaml = R"(run: {threads: 1, log_every: 50}
+data:
+  name: synthetic
+  synthetic: {train_size: 4096, test_size: 1024, noise: 2.5, height: 8, width: 8}
+model: {hidden: [32]}
+train: {epochs: 40, batch_size: 32}
+checkpoint: {every_steps: 100}
+transport: {connect_timeout_ms: 20000, recv_timeout_ms: 20000, peer_timeout_ms: 2000}
+)";
+constexpr int kSteps = 40 * 32;  // epochs x (4096 / 4 peers / 32 per batch)
+
+nlohmann::json read_json(const std::filesystem::path& p) {
+  std::ifstream in(p);
+  return nlohmann::json::parse(in);
+}
+
+// Waits until `rank` has logged two step lines (it is training), then SIGKILLs it.
+void kill_when_training(const std::filesystem::path& out, int rank) {
+  for (int i = 0; i < 600; ++i) {
+    std::ifstream m(out / ("rank" + std::to_string(rank)) / "metrics.jsonl");
+    std::string line;
+    if (std::getline(m, line) && std::getline(m, line)) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  // "[-]" keeps the pattern from matching the shell that runs pkill itself.
+  run_command("pkill -KILL -f -- '[-]-out " + out.string() + " --rank " + std::to_string(rank) + " '", 10);
+}
+
+}  // namespace
+
+TEST_CASE("a killed peer is dropped and the survivors finish", "[faults][multiproc]") {
+  const auto [algorithm, extra] = GENERATE(table<std::string, std::string>({
+      {"dpsgd", "--set topology.graph=ring"},
+      {"sgp", "--set topology.graph=one_peer_exponential"},
+      {"allreduce", ""},
+  }));
+  CAPTURE(algorithm);
+  TempDir dir;
+  const auto config = dir.path() / "synthetic.yaml";
+  std::ofstream(config) << kSyntheticYaml;
+  const auto out = dir.path() / "run";
+  std::thread killer([&] { kill_when_training(out, 2); });
+  auto r = run_command(std::string(MURMUR_SOURCE_DIR) + "/tools/murmur-launch --peer " +
+                       binary("murmur-peer") + " -n 4 " + config.string() +
+                       " --set algorithm.name=" + algorithm + " " + extra + " --out " +
+                       out.string() + " --keep-going", 150);
+  killer.join();
+  INFO(r.output);
+  CHECK(r.exit_code == 1);  // peer 2 failed; the others did not
+  CHECK_THAT(r.output, Catch::Contains("peer 2 exited with signal SIGKILL"));
+  CHECK_THAT(r.output, Catch::Contains("lost rank 2"));
+  const auto summary = read_json(out / "summary.json");
+  int finished = 0;
+  for (const auto& p : summary["peers"]) {
+    if (p["rank"] == 2) continue;
+    CHECK(p["steps"] == kSteps);
+    CHECK(p["test_accuracy"].get<double>() > 0.8);
+    ++finished;
+  }
+  CHECK(finished == 3);
+  REQUIRE(summary.contains("average_model"));
+  CHECK(summary["average_model"]["test_accuracy"].get<double>() > 0.8);
+}
+
+TEST_CASE("a killed peer restarted with the same command rejoins", "[faults][multiproc]") {
+  TempDir dir;
+  const auto config = dir.path() / "synthetic.yaml";
+  std::ofstream(config) << kSyntheticYaml;
+  const auto out = dir.path() / "run";
+  const std::string secret = "env MURMUR_SECRET=faults-test-secret ";
+  const std::string sets = " --set algorithm.name=dpsgd --set topology.graph=ring --set train.epochs=80";
+  std::string restart_output;
+  int restart_code = -1;
+  std::thread killer([&] {
+    kill_when_training(out, 2);
+    auto r = run_command(secret + binary("murmur-peer") + " --out " + out.string() +
+                         " --rank 2 --world-size 4 --config " + config.string() +
+                         " --set transport.rendezvous_dir=" + (out / "rendezvous").string() + sets +
+                         " --set run.on_peer_failure=continue", 150);
+    restart_output = r.output;
+    restart_code = r.exit_code;
+  });
+  auto r = run_command(secret + std::string(MURMUR_SOURCE_DIR) + "/tools/murmur-launch --peer " +
+                       binary("murmur-peer") + " -n 4 " + config.string() + sets + " --out " +
+                       out.string() + " --keep-going", 150);
+  killer.join();
+  INFO(r.output << "\n--- restarted rank 2 ---\n" << restart_output);
+  CHECK(restart_code == 0);
+  CHECK_THAT(restart_output, Catch::Contains("rejoined at step"));
+  CHECK_THAT(r.output, Catch::Contains("rank 2 rejoins from step"));
+  const auto mine = read_json(out / "rank2" / "result.json");
+  CHECK(mine["steps"] == 2 * kSteps);
+  CHECK(mine["test_accuracy"].get<double>() > 0.8);
+  const auto summary = read_json(out / "summary.json");
+  for (const auto& p : summary["peers"]) CHECK(p["steps"] == 2 * kSteps);
+  // All four took part in the final average: rank 2 came back for good.
+  CHECK(summary["consensus_distance"].get<double>() < 1e-2);
+  CHECK(summary["average_model"]["test_accuracy"].get<double>() > 0.8);
+}
