@@ -202,6 +202,10 @@ struct TransportConfig {
   std::string secret_file;              // shared secret for the handshake
   std::string secret_env = "MURMUR_SECRET";
   std::string ofi_provider = "tcp";     // tcp | shm | verbs | ...
+  // UCX error mode PEER: a dead peer is PeerLost, but UCX 1.13 then rules out its posix/sysv
+  // shared memory (only cma, tcp). false = mode NONE: shared memory allowed, a dead peer is seen
+  // only as a timeout.
+  bool ucx_peer_failure = true;
 };
 template <class V>
 void describe(V& v, TransportConfig& c) {
@@ -219,6 +223,7 @@ void describe(V& v, TransportConfig& c) {
   v("secret_file", c.secret_file);
   v("secret_env", c.secret_env);
   v("ofi_provider", c.ofi_provider);
+  v("ucx_peer_failure", c.ucx_peer_failure);
 }
 
 struct TopologyConfig {

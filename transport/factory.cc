@@ -13,7 +13,22 @@
 
 namespace murmur::transport {
 
-std::unique_ptr<Transport> make_transport(const TransportConfig& config, int rank, int world_size) {
+std::unique_ptr<Transport> make_transport(const TransportConfig& given, int rank, int world_size) {
+  TransportConfig config = given;
+  // "ofi:<provider>" and "ucx:none" name a backend with one option set (see factory.h).
+  if (const auto colon = given.backend.find(':'); colon != std::string::npos) {
+    const std::string base = given.backend.substr(0, colon);
+    const std::string variant = given.backend.substr(colon + 1);
+    if (base == "ofi" && !variant.empty()) {
+      config.ofi_provider = variant;
+    } else if (base == "ucx" && variant == "none") {
+      config.ucx_peer_failure = false;
+    } else {
+      throw ConfigError("transport.backend: " + given.backend +
+                        ": unknown variant (ofi:<provider> or ucx:none)");
+    }
+    config.backend = base;
+  }
   const std::string& b = config.backend;
   if (b == "tcp") {
     return std::make_unique<tcp::Transport>(config, rank, world_size,

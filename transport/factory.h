@@ -14,7 +14,9 @@
 namespace murmur::transport {
 
 // A connected-on-demand transport for `rank` of `world_size`. Throws ConfigError for inproc or
-// for a backend this build lacks, TransportError if it cannot listen or initialise.
+// for a backend this build lacks, TransportError if it cannot listen or initialise. For benches
+// and tests, config.backend may also name a variant: "ofi:<provider>" (ofi_provider set) or
+// "ucx:none" (ucx_peer_failure false); YAML configs set those keys instead.
 std::unique_ptr<Transport> make_transport(const TransportConfig& config, int rank, int world_size);
 
 // The backends this build can make with make_transport: "tcp", then "ucx" and "ofi" if built.

@@ -42,17 +42,18 @@ testing::Env env_for(const std::string& tls) {
   return {{"UCX_TLS", tls}, {"UCX_NET_DEVICES", "lo"}};
 }
 
-TransportConfig test_config() {
+TransportConfig test_config(bool peer_failure = true) {
   TransportConfig c;
   c.connect_timeout_ms = 20000;
+  c.ucx_peer_failure = peer_failure;
   return c;
 }
 
 Deadline soon() { return deadline_after(std::chrono::seconds(30)); }
 
 // Every rank sends each size to every other rank and checks what it receives.
-void all_to_all(int rank, Bootstrap& bootstrap, int world) {
-  auto t = ucx::make_transport(test_config(), rank, world, bootstrap);
+void all_to_all(int rank, Bootstrap& bootstrap, int world, bool peer_failure = true) {
+  auto t = ucx::make_transport(test_config(peer_failure), rank, world, bootstrap);
   const std::size_t max = kSizes.back();
   std::vector<std::byte> out(max);
   std::vector<std::byte> in(max * world);
@@ -82,6 +83,15 @@ TEST_CASE("ucx: tagged transfers of 0..64 MiB between 2 ranks", "[ucx][multiproc
   const std::string tls = GENERATE(as<std::string>{}, "tcp,self", "posix,self", "sm,self");
   INFO("UCX_TLS=" << tls);
   auto codes = run_ranks(2, env_for(tls), [](int r, Bootstrap& b) { all_to_all(r, b, 2); });
+  CHECK(codes == std::vector<int>{0, 0});
+}
+
+// transport.ucx_peer_failure: false (error mode NONE) lets UCX pick posix/sysv shared memory
+// beside cma and tcp; the bytes must be the same.
+TEST_CASE("ucx: without peer-failure mode, transfers of 0..64 MiB are intact", "[ucx][multiproc]") {
+  const std::string tls = GENERATE(as<std::string>{}, "posix,self", "sm,tcp,self");
+  INFO("UCX_TLS=" << tls);
+  auto codes = run_ranks(2, env_for(tls), [](int r, Bootstrap& b) { all_to_all(r, b, 2, false); });
   CHECK(codes == std::vector<int>{0, 0});
 }
 

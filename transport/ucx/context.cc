@@ -23,7 +23,8 @@ Transport::Transport(const TransportConfig& config, int rank, int world_size,
     : rank_(rank),
       world_size_(world_size),
       max_frame_(static_cast<std::size_t>(config.max_frame_bytes)),
-      connect_timeout_ms_(config.connect_timeout_ms) {
+      connect_timeout_ms_(config.connect_timeout_ms),
+      peer_failure_(config.ucx_peer_failure) {
   if (world_size < 1 || rank < 0 || rank >= world_size) {
     throw TransportError(fmt::format("ucx: rank {} is outside a world of {}", rank, world_size));
   }
@@ -89,8 +90,14 @@ void Transport::connect_all(std::span<const int> peers,
     ep_params.err_mode = UCP_ERR_HANDLING_MODE_PEER;
     ep_params.err_handler.cb = &Transport::on_peer_error;
     ep_params.err_handler.arg = peer.get();
+    if (!peer_failure_) {
+      // transport.ucx_peer_failure: false. Mode NONE lets UCX use posix/sysv shared memory
+      // (faster for small and medium messages on one host); a dead peer is then a timeout.
+      ep_params.err_mode = UCP_ERR_HANDLING_MODE_NONE;
+      ep_params.field_mask &= ~UCP_EP_PARAM_FIELD_ERR_HANDLER;
+    }
     ucs_status_t status = ucp_ep_create(worker_.get(), &ep_params, &peer->ep);
-    if (status == UCS_ERR_UNREACHABLE) {
+    if (status == UCS_ERR_UNREACHABLE && peer_failure_) {
       // UCX 1.13's shared-memory transports (posix, sysv) have no peer-failure handler, so
       // PEER mode finds no lane when UCX_TLS names only those. Connect without it: a dead
       // peer then shows as a wait that reaches its deadline, not as PeerLost.

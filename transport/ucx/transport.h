@@ -5,8 +5,10 @@
 // put() uses ucp_put_nbx followed by an endpoint flush, so a finished put is visible remotely.
 // Thread-compatible: the one thread that drives the Transport also drives ucp_worker_progress.
 // Endpoint failures (err_cb) are recorded and rethrown as PeerLost from the next test()/wait().
-// Where UCX_TLS leaves no transport that detects peer failure (posix/sysv alone, in UCX 1.13),
-// endpoints are made without it and a dead peer shows only as a wait reaching its deadline.
+// Error mode PEER (config.ucx_peer_failure, the default) makes a dead peer PeerLost but rules out
+// UCX 1.13's posix/sysv shared memory (cma and tcp remain); ucx_peer_failure: false uses mode
+// NONE, shared memory included, and a dead peer shows only as a wait reaching its deadline (as
+// it does when UCX_TLS leaves no transport that detects peer failure).
 #pragma once
 
 #include <cstdint>
@@ -101,6 +103,7 @@ class Transport final : public transport::Transport {
   int world_size_;
   std::size_t max_frame_;
   int connect_timeout_ms_;
+  bool peer_failure_ = true;  // endpoints in UCP_ERR_HANDLING_MODE_PEER
   int rank_shift_ = 63;
   Tag max_tag_ = 0;
   Context context_;
