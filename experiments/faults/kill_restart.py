@@ -26,7 +26,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 def parse_args():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--runs", type=int, default=10)
-    ap.add_argument("--epochs", type=float, default=1)
+    ap.add_argument("--epochs", type=int, default=1)
     ap.add_argument("--config", default=os.path.join(ROOT, "configs/ring.yaml"))
     ap.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE")
     ap.add_argument("--peer", default=os.path.join(ROOT, "build/bin/murmur-peer"))
