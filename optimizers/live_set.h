@@ -63,7 +63,8 @@ class LiveSet {
 // How a dropped neighbor's weight is given back, so that the weights keep the sums an algorithm
 // needs: kRow (D-PSGD, symmetric doubly stochastic W: each side adds the weight of the edge it
 // lost to its own, so W stays symmetric and doubly stochastic over the live ranks) or kColumn
-// (push-sum: the mass meant for a dead out-neighbor stays with the sender).
+// (push-sum: the mass meant for a dead out-neighbor stays with the sender). On a directed graph
+// under D-PSGD (exponential) only the rows can be kept: the mean may drift while a rank is dead.
 enum class Renormalize { kRow, kColumn };
 
 // `m` without the neighbors that are not alive at `step`, their weight returned to self_weight.
