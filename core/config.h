@@ -226,10 +226,6 @@ void describe(V& v, TransportConfig& c) {
   v("ucx_peer_failure", c.ucx_peer_failure);
 }
 
-struct TopologyConfig {
-  // ring | ring_directed | torus | complete | hypercube | exponential | one_peer_exponential
-  // | random_matching | random_kout | custom
-  std::string graph = "ring";
 // An emulated network for runs on one machine (tools/murmur_netem, started by murmur-launch):
 // every peer in its own network namespace, its link shaped by tc. Strings are tc's spellings
 // ("1gbit", "100mbit", "5ms", "0.1%"); "" leaves that property unshaped. Stragglers (rank ->
@@ -250,6 +246,10 @@ void describe(V& v, NetworkConfig& c) {
   v("stragglers", c.stragglers, Range{1, 1e6});
 }
 
+struct TopologyConfig {
+  // ring | ring_directed | torus | complete | hypercube | exponential | one_peer_exponential
+  // | random_matching | random_kout | custom
+  std::string graph = "ring";
   std::string weights = "uniform";      // uniform | metropolis | custom
   int k = 1;                            // random_kout: out-degree per round
   std::vector<std::vector<int>> edges;  // custom: [from, to] pairs
@@ -317,11 +317,11 @@ struct ExperimentConfig {
   TransportConfig transport;
   TopologyConfig topology;
   AlgorithmConfig algorithm;
+  NetworkConfig network;
 };
 template <class V>
 void describe(V& v, ExperimentConfig& c) {
   v("run", c.run);
-  NetworkConfig network;
   v("model", c.model);
   v("data", c.data);
   v("train", c.train);
@@ -331,11 +331,11 @@ void describe(V& v, ExperimentConfig& c) {
   v("transport", c.transport);
   v("topology", c.topology);
   v("algorithm", c.algorithm);
+  v("network", c.network);
 }
 
 // Reads a YAML file into a config, starting from the defaults above. Throws ConfigError naming
 // "file:line: key.path: problem" for an unknown key, a wrong type or an out-of-range value.
-  v("network", c.network);
 ExperimentConfig load_config(const std::filesystem::path& file);
 // The same from YAML text; `origin` stands for the file name in messages.
 ExperimentConfig load_config_string(std::string_view yaml, std::string_view origin);

@@ -37,11 +37,11 @@ double seconds_since(Clock::time_point t) {
   return std::chrono::duration<double>(Clock::now() - t).count();
 }
 
-std::string format_eta(double seconds) {
 double unix_seconds() {
   return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
 }
 
+std::string format_eta(double seconds) {
   const auto s = static_cast<long>(std::max(0.0, seconds));
   if (s >= 3600) return fmt::format("{}h{:02d}m", s / 3600, (s % 3600) / 60);
   return fmt::format("{}m{:02d}s", s / 60, s % 60);
@@ -99,11 +99,11 @@ class Trainer {
     config_json_ = to_json(config).dump();
     log().info("rank {}: {} ({} parameters), {} training samples in this shard, {} steps",
                rank_, config.model.name, model_->num_params(), loader_.size(), total_steps_);
-  }
     if (const auto it = config.network.stragglers.find(rank_); it != config.network.stragglers.end()) {
       log().info("rank {}: straggler: computes {}x slower (sleeps {} x its compute time per step)",
                  rank_, it->second, it->second - 1);
     }
+  }
 
   PeerResult run() {
     const auto start = Clock::now();
@@ -121,9 +121,9 @@ class Trainer {
       const float loss = device_ ? device_->step(x_.data(), y_.data(), n, rng_, static_cast<float>(lr))
                                  : model_->train_batch(x_.data(), y_.data(), n, rng_);
       if (!device_) optimizer_->step(model_->params().flat(), model_->grads().flat(), static_cast<float>(lr));
+      straggle(seconds_since(t));
       compute_s_ += seconds_since(t);
       ++step_;
-      straggle(seconds_since(t));
       if (dist_) {
         if (device_) device_->to_host(false);  // averaging works on the host arena
         dist_->after_step(step_);
@@ -193,9 +193,6 @@ class Trainer {
 
   double epoch() const { return static_cast<double>(step_) / steps_per_epoch_; }
 
-  void log_step(double loss, double lr, double rate, Clock::time_point start) {
-    const double elapsed = seconds_since(start);
-    metrics_.write({{"kind", "step"}, {"rank", rank_}, {"step", step_}, {"epoch", epoch()},
   // network.stragglers: a peer with factor f computes f times slower than it could; the sleep
   // counts as compute time.
   void straggle(double compute_s) const {
@@ -204,6 +201,9 @@ class Trainer {
     std::this_thread::sleep_for(std::chrono::duration<double>((it->second - 1) * compute_s));
   }
 
+  void log_step(double loss, double lr, double rate, Clock::time_point start) {
+    const double elapsed = seconds_since(start);
+    metrics_.write({{"kind", "step"}, {"rank", rank_}, {"step", step_}, {"epoch", epoch()},
                     {"time_s", elapsed}, {"loss", loss}, {"lr", lr}, {"samples_per_s", rate},
                     {"bytes_sent", dist_ ? dist_->bytes_sent() : 0},
                     {"bytes_received", dist_ ? dist_->bytes_received() : 0},
