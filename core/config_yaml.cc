@@ -59,6 +59,28 @@ std::string got(const YAML::Node& node) {
 // A plain (unquoted) scalar: `3` may be a number, `"3"` is a string and nothing else.
 bool is_plain_scalar(const YAML::Node& node) { return node.IsScalar() && node.Tag() != "!"; }
 
+// True iff `s` is well-formed UTF-8 (no overlong forms, surrogates or code points past U+10FFFF).
+// Config strings go into config.json and summary.json, and JSON cannot carry anything else.
+bool is_utf8(std::string_view s) {
+  for (std::size_t i = 0; i < s.size();) {
+    const auto b = static_cast<unsigned char>(s[i]);
+    std::size_t n = 0;
+    unsigned lo = 0x80, hi = 0xBF;  // the allowed range of the second byte
+    if (b < 0x80) n = 1;
+    else if (b >= 0xC2 && b <= 0xDF) n = 2;
+    else if (b >= 0xE0 && b <= 0xEF) n = 3, lo = b == 0xE0 ? 0xA0 : 0x80, hi = b == 0xED ? 0x9F : 0xBF;
+    else if (b >= 0xF0 && b <= 0xF4) n = 4, lo = b == 0xF0 ? 0x90 : 0x80, hi = b == 0xF4 ? 0x8F : 0xBF;
+    else return false;
+    if (i + n > s.size()) return false;
+    for (std::size_t k = 1; k < n; ++k) {
+      const auto c = static_cast<unsigned char>(s[i + k]);
+      if (c < (k == 1 ? lo : 0x80) || c > (k == 1 ? hi : 0xBF)) return false;
+    }
+    i += n;
+  }
+  return true;
+}
+
 template <class Int>
 Int read_integer(const Source& src, const YAML::Node& node, std::string_view path) {
   constexpr const char* kWant =
@@ -134,6 +156,7 @@ void read_field(const Source& src, const YAML::Node& node, const std::string& pa
   } else if constexpr (std::is_same_v<T, std::string>) {
     if (!node.IsScalar()) fail(src, node, path, fmt::format("expected a string, got {}", got(node)));
     const std::string& value = node.Scalar();
+    if (!is_utf8(value)) fail(src, node, path, "not valid UTF-8 text");
     if (choices != nullptr && !choices->allowed.empty()) {
       bool allowed = false;
       for (std::string_view c : choices->allowed) allowed = allowed || c == value;
