@@ -94,8 +94,13 @@ RejoinResult rejoin(transport::Transport& transport, LiveSet& live, std::span<co
                                     {k * n * sizeof(float), n * sizeof(float)}));
     sends.push_back(transport.send(ranks[k], kRequestTag, *request_region, {0, 8}));
   }
-  // One deadline for every answer: a live neighbor notices the request within a step.
-  const auto deadline = transport::deadline_after(live.peer_timeout());
+  // One deadline for every answer. A live neighbor notices the request at its next step, but that
+  // step may be held up by a chain of waits: a neighbor that has already taken us back waits for
+  // our first exchange at its join step, its other neighbors wait for it, and so on around the
+  // graph, each wait bounded by the peer timeout. Giving up sooner dropped a live neighbor that
+  // was about to answer, and the views of who is alive then fell apart (seen in tests).
+  const auto patience = live.peer_timeout() * std::max(2, transport.world_size());
+  const auto deadline = transport::deadline_after(patience);
   auto arrived = [&](transport::Request& q, std::size_t bytes, transport::Deadline until) {
     try {
       if (transport.wait(q, until) && q.state()->bytes == bytes) return true;

@@ -51,9 +51,13 @@ Distributed::Distributed(const ExperimentConfig& config, int rank, Arena& params
   averaging_ = optimizers::make_averaging(ctx);
   if (live_ && is_gossip(config.algorithm.name)) {
     // Neighbors' steps drift apart by at most about one per hop: a rejoin takes effect this
-    // many steps after the answer, so that the rejoining peer can be there in time.
+    // many steps after the answer, so that the rejoining peer can be there in time. The slack of
+    // 200 steps covers the rejoining peer's connecting to its other neighbors: a neighbor that
+    // reached the join step before the others had even seen the request waited for the
+    // rejoining peer, which waited for their answers, which waited on it (broken only by
+    // timeouts, after which the peers' views of who is alive fell apart; seen in tests).
     const std::int64_t margin =
-        static_cast<std::int64_t>(config.world.size + 2) * config.algorithm.local_steps;
+        static_cast<std::int64_t>(config.world.size + 2) * config.algorithm.local_steps + 200;
     responder_ = std::make_unique<optimizers::JoinResponder>(*transport_, *live_, params_, margin);
   }
 }

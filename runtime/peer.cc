@@ -25,6 +25,7 @@
 #include "runtime/cuda_trainer.h"
 #include "runtime/distributed.h"
 #include "runtime/evaluate.h"
+#include "runtime/fault_injection.h"
 #include "runtime/stop_signal.h"
 #include "topology/graph.h"
 
@@ -152,6 +153,7 @@ class Trainer {
         save(periodic_checkpoint_path(dir_, step_));
         prune_checkpoints(dir_, config_.checkpoint.keep);
       }
+      if (step_ == kill_at_step_) kill_self(rank_, step_);
     }
     std::filesystem::remove(dir_ / "running");  // ended cleanly: a restart is no rejoin
     PeerResult result;
@@ -390,6 +392,7 @@ class Trainer {
   std::int64_t total_steps_ = 0;
   std::int64_t step_ = 0;
   std::int64_t first_step_ = 0;
+  std::int64_t kill_at_step_ = fault_kill_step_from_env(rank_);  // 0 = never (tests only)
   double compute_s_ = 0;
   double comm_s_ = 0;
   double wait_s_ = 0;

@@ -250,7 +250,8 @@ TEST_CASE("to_yaml and to_json write every field and round-trip", "[config]") {
   CHECK(j["train"]["optimizer"]["lr"] == 0.05);
   CHECK(j["algorithm"]["compressor"]["name"] == "none");
   CHECK(j["transport"]["peers"].size() == 3);
-  CHECK(j.size() == 10);
+  CHECK(j.size() == 11);  // run model data train eval checkpoint world transport topology algorithm network
+  CHECK(j.contains("network"));
   CHECK(j["data"]["synthetic"].size() == 6);
 }
 

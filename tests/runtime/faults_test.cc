@@ -37,16 +37,18 @@ nlohmann::json read_json(const std::filesystem::path& p) {
   return nlohmann::json::parse(in);
 }
 
-// Waits until `rank` has logged two step lines (it is training), then SIGKILLs it.
-void kill_when_training(const std::filesystem::path& out, int rank) {
-  for (int i = 0; i < 600; ++i) {
-    std::ifstream m(out / ("rank" + std::to_string(rank)) / "metrics.jsonl");
-    std::string line;
-    if (std::getline(m, line) && std::getline(m, line)) break;
+// Waits (up to 60 s) until the process of `rank` has started and then ended: the launcher started
+// it with MURMUR_FAULT_KILL, so it SIGKILLs itself at a known step (runtime/fault_injection.h).
+void wait_until_dead(const std::filesystem::path& out, int rank) {
+  // "[-]" keeps the pattern from matching the shell that runs pgrep itself.
+  const std::string alive = "pgrep -f -- '[-]-out " + out.string() + " --rank " + std::to_string(rank) + " '";
+  bool seen = false;
+  for (int i = 0; i < 1200; ++i) {
+    const bool running = run_command(alive, 10).exit_code == 0;
+    if (running) seen = true;
+    if (seen && !running) return;
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
-  // "[-]" keeps the pattern from matching the shell that runs pkill itself.
-  run_command("pkill -KILL -f -- '[-]-out " + out.string() + " --rank " + std::to_string(rank) + " '", 10);
 }
 
 }  // namespace
@@ -62,12 +64,12 @@ TEST_CASE("a killed peer is dropped and the survivors finish", "[faults][multipr
   const auto config = dir.path() / "synthetic.yaml";
   std::ofstream(config) << kSyntheticYaml;
   const auto out = dir.path() / "run";
-  std::thread killer([&] { kill_when_training(out, 2); });
-  auto r = run_command(std::string(MURMUR_SOURCE_DIR) + "/tools/murmur-launch --peer " +
+  // Rank 2 SIGKILLs itself after step 300 (of 1280), whatever the machine's speed.
+  auto r = run_command("env MURMUR_FAULT_KILL=2:300 " + std::string(MURMUR_SOURCE_DIR) +
+                       "/tools/murmur-launch --peer " +
                        binary("murmur-peer") + " -n 4 " + config.string() +
                        " --set algorithm.name=" + algorithm + " " + extra + " --out " +
                        out.string() + " --keep-going", 150);
-  killer.join();
   INFO(r.output);
   CHECK(r.exit_code == 1);  // peer 2 failed; the others did not
   CHECK_THAT(r.output, Catch::Contains("peer 2 exited with signal SIGKILL"));
@@ -91,11 +93,13 @@ TEST_CASE("a killed peer restarted with the same command rejoins", "[faults][mul
   std::ofstream(config) << kSyntheticYaml;
   const auto out = dir.path() / "run";
   const std::string secret = "env MURMUR_SECRET=faults-test-secret ";
-  const std::string sets = " --set algorithm.name=dpsgd --set topology.graph=ring --set train.epochs=80";
+  // Long enough (12800 steps) that the others are still training when rank 2, killed after step
+  // 300, has been restarted: a restart takes a second or two, the whole run about 10 s here.
+  const std::string sets = " --set algorithm.name=dpsgd --set topology.graph=ring --set train.epochs=400";
   std::string restart_output;
   int restart_code = -1;
   std::thread killer([&] {
-    kill_when_training(out, 2);
+    wait_until_dead(out, 2);
     auto r = run_command(secret + binary("murmur-peer") + " --out " + out.string() +
                          " --rank 2 --world-size 4 --config " + config.string() +
                          " --set transport.rendezvous_dir=" + (out / "rendezvous").string() + sets +
@@ -103,7 +107,10 @@ TEST_CASE("a killed peer restarted with the same command rejoins", "[faults][mul
     restart_output = r.output;
     restart_code = r.exit_code;
   });
-  auto r = run_command(secret + std::string(MURMUR_SOURCE_DIR) + "/tools/murmur-launch --peer " +
+  // Rank 2 SIGKILLs itself after step 300 (its checkpoint of step 300 written); the thread above
+  // restarts it, without the variable, once it is gone.
+  auto r = run_command(secret + "env MURMUR_FAULT_KILL=2:300 " + std::string(MURMUR_SOURCE_DIR) +
+                       "/tools/murmur-launch --peer " +
                        binary("murmur-peer") + " -n 4 " + config.string() + sets + " --out " +
                        out.string() + " --keep-going", 150);
   killer.join();
@@ -112,10 +119,10 @@ TEST_CASE("a killed peer restarted with the same command rejoins", "[faults][mul
   CHECK_THAT(restart_output, Catch::Contains("rejoined at step"));
   CHECK_THAT(r.output, Catch::Contains("rank 2 rejoins from step"));
   const auto mine = read_json(out / "rank2" / "result.json");
-  CHECK(mine["steps"] == 2 * kSteps);
+  CHECK(mine["steps"] == 10 * kSteps);
   CHECK(mine["test_accuracy"].get<double>() > 0.8);
   const auto summary = read_json(out / "summary.json");
-  for (const auto& p : summary["peers"]) CHECK(p["steps"] == 2 * kSteps);
+  for (const auto& p : summary["peers"]) CHECK(p["steps"] == 10 * kSteps);
   // All four took part in the final average: rank 2 came back for good.
   CHECK(summary["consensus_distance"].get<double>() < 1e-2);
   CHECK(summary["average_model"]["test_accuracy"].get<double>() > 0.8);
