@@ -85,21 +85,9 @@ class CudaTrainer : public DeviceTrainer {
 
   Evaluation evaluate(const nn::Dataset& data, int batch_size) override {
     to_device(true);
-    nn::EvalResult total;
-    for (std::int64_t begin = 0; begin < data.size; begin += batch_size) {
-      const int n = static_cast<int>(std::min<std::int64_t>(batch_size, data.size - begin));
-      const nn::EvalResult r = model_.evaluate(data.image(begin), data.labels.data() + begin, n);
-      total.loss_sum += r.loss_sum;
-      total.correct += r.correct;
-      total.count += r.count;
-    }
-    Evaluation e;
-    e.count = total.count;
-    if (total.count > 0) {
-      e.loss = total.loss_sum / static_cast<double>(total.count);
-      e.accuracy = static_cast<double>(total.correct) / static_cast<double>(total.count);
-    }
-    return e;
+    return evaluate_in_batches(data, batch_size, [&](const float* x, const std::int32_t* y, int n) {
+      return model_.evaluate(x, y, n);
+    });
   }
 
   std::string describe() const override {
