@@ -5,8 +5,12 @@
    2x straggler): each peer listened on its namespace's 10.77 address, the bytes it sent over
    its communication time are within 25% of the link rate, summary.json has time_to_accuracy,
    and no namespace of the run is left;
-3. murmur-launch SIGKILLed mid-run: its reaper removes the namespaces and kills the peers;
-4. not root: a clear error (when setpriv can drop root).
+3. a partition: 3 peers (D-PSGD on a ring, run.on_peer_failure: continue); once they train, the
+   test takes rank 2's link down at the bridge. Both sides notice within the peer timeout, drop
+   the other from their mixing weights and finish: ranks 0 and 1 together, rank 2 alone;
+4. murmur-launch SIGKILLed mid-run: its reaper removes the namespaces and kills the peers;
+5. not root: a clear error (when setpriv can drop root).
+(No latency or loss here: they need the kernel's netem qdisc, which the launcher checks for.)
 """
 import argparse
 import glob
@@ -95,6 +99,54 @@ def launch_two_peers(peer, tmp):
                                    f"communication: {mbit:.1f} Mbit/s on a 10mbit link (within 25%)")
 
 
+def steps_done(out, rank):
+    """The last step rank's metrics.jsonl reports (0 before the first)."""
+    last = 0
+    try:
+        with open(os.path.join(out, f"rank{rank}", "metrics.jsonl")) as f:
+            for line in f:
+                obj = json.loads(line)
+                if obj.get("kind") == "step":
+                    last = obj["step"]
+    except (OSError, ValueError):
+        pass
+    return last
+
+
+def partition(peer, tmp):
+    cfg = os.path.join(tmp, "partition.yaml")
+    with open(cfg, "w") as f:
+        f.write(CONFIG.replace("max_steps: 20", "max_steps: 3000").replace("epochs: 1,", "epochs: 1000,")
+                .replace("{bandwidth: 10mbit, stragglers: {1: 2.0}}", "{bandwidth: 1gbit}")
+                .replace("every_steps: 5", "every_steps: 1000"))
+    out = os.path.join(tmp, "partition")
+    p = subprocess.Popen([os.path.join(ROOT, "tools", "murmur-launch"), "-n", "3", cfg, "--peer", peer, "--out", out,
+                          "--keep-going", "--set", "transport.peer_timeout_ms=1500", "--set", "run.log_every=1"],
+                         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    try:
+        deadline = time.time() + 90
+        while time.time() < deadline and min(steps_done(out, r) for r in range(3)) < 20 and p.poll() is None:
+            time.sleep(0.1)
+        cut_at = [steps_done(out, r) for r in range(3)]
+        check(p.poll() is None and min(cut_at) >= 20, f"3 peers train across the bridge (steps {cut_at})")
+        hub = [n for n in ours(p.pid) if n.endswith("-hub")]
+        check(len(hub) == 1, "the run's hub namespace is there")
+        subprocess.run(["ip", "-n", hub[0], "link", "set", "p2", "down"], check=True)
+        output, _ = p.communicate(timeout=120)
+    except subprocess.TimeoutExpired:
+        os.killpg(p.pid, signal.SIGKILL)
+        fail("the partitioned run did not finish within 120 s (a hang)")
+    if p.returncode != 0:
+        fail(f"the partitioned run exited {p.returncode}:\n{output[-3000:]}")
+    check(True, f"the partitioned run finishes (rank 2 cut off after step {max(cut_at)})")
+    for rank, lost in ((0, 2), (1, 2), (2, 0), (2, 1)):
+        check(f"rank {rank}: lost rank {lost}" in output, f"rank {rank} noticed rank {lost} is gone")
+    check("rank 0: lost rank 1" not in output and "rank 1: lost rank 0" not in output,
+          "ranks 0 and 1, on the same side, kept each other")
+    for rank in range(3):
+        check(steps_done(out, rank) == 3000, f"rank {rank} trained all 3000 steps ({steps_done(out, rank)})")
+
+
 def killed_launcher(peer, tmp):
     cfg = os.path.join(tmp, "slow.yaml")
     with open(cfg, "w") as f:
@@ -146,6 +198,7 @@ def main():
     with tempfile.TemporaryDirectory(prefix="murmur-netem-test-") as tmp:
         link_goodput()
         launch_two_peers(os.path.abspath(args.peer), tmp)
+        partition(os.path.abspath(args.peer), tmp)
         killed_launcher(os.path.abspath(args.peer), tmp)
         not_root()
     print("netem_test: passed")
