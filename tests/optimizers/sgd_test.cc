@@ -116,7 +116,8 @@ TEST_CASE("SGD resumes exactly from its state and step count", "[optimizers][sgd
 
   second.reset();
   CHECK(second.steps() == 0);
-  for (float b : second.state()[0].second) CHECK(b == 0.0f);
+  const auto state = second.state();  // named: a range-for over a temporary's member dangles
+  for (float b : state[0].second) CHECK(b == 0.0f);
 }
 
 TEST_CASE("SGD rejects bad inputs", "[optimizers][sgd]") {

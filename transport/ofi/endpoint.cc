@@ -186,14 +186,16 @@ void Transport::flush() {
   // In order, stopping at the first post the provider cannot take yet: two messages under one
   // tag must reach the provider in the order they were asked for.
   while (!posts_.empty()) {
-    Post& p = posts_.front();
-    Op& op = *p.op;
+    // Copied out: the Post is gone after pop_front() (reading its index after the pop was a
+    // use-after-free that AddressSanitizer found).
+    Op& op = *posts_.front().op;
+    const int index = posts_.front().index;
     if (op.error) {  // failed or cancelled meanwhile: this part is never posted
       posts_.pop_front();
       settle(op);
       continue;
     }
-    ssize_t ret = post(p);
+    ssize_t ret = post(posts_.front());
     if (ret == -FI_EAGAIN) return;
     posts_.pop_front();
     if (ret != 0) {
@@ -203,7 +205,7 @@ void Transport::flush() {
       settle(op);
       continue;
     }
-    op.posted[p.index] = true;
+    op.posted[index] = true;
   }
 }
 
