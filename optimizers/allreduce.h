@@ -37,6 +37,7 @@ class AllreduceAveraging final : public Averaging {
   explicit AllreduceAveraging(const AveragingContext& ctx);
   // Averages after every local_steps-th step.
   void after_step(std::int64_t step) override;
+  std::int64_t live_clock(std::int64_t step) const override { return step / local_steps_; }
 
  private:
   int local_steps_;

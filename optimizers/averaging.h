@@ -65,6 +65,11 @@ class Averaging {
 
   virtual AveragingStats take_stats() { return std::exchange(stats_, {}); }
 
+  // The number this algorithm asks a LiveSet about after `step`: the step for the gossip
+  // algorithms and local_sgd, the round (step / H) for allreduce and diloco. A rejoin's join
+  // step is counted on this clock.
+  virtual std::int64_t live_clock(std::int64_t step) const { return step; }
+
  protected:
   AveragingStats stats_;
 };

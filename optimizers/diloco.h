@@ -18,6 +18,7 @@ class Diloco final : public Averaging {
   explicit Diloco(const AveragingContext& ctx);
   void after_step(std::int64_t step) override;
   std::vector<std::pair<std::string, std::span<float>>> state() override;
+  std::int64_t live_clock(std::int64_t step) const override { return step / local_steps_; }
 
  private:
   int local_steps_;

@@ -1,5 +1,7 @@
 #include "optimizers/live_set.h"
 
+#include <algorithm>
+
 #include <fmt/format.h>
 
 #include "core/error.h"
@@ -70,6 +72,11 @@ std::uint64_t LiveSet::version() const {
 std::uint64_t LiveSet::agreements() const {
   std::lock_guard lock(mu_);
   return agreements_;
+}
+
+void LiveSet::adopt_agreements(std::uint64_t count) {
+  std::lock_guard lock(mu_);
+  agreements_ = std::max(agreements_, count);
 }
 
 std::uint64_t LiveSet::next_agreement() {

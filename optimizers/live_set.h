@@ -48,6 +48,9 @@ class LiveSet {
   // the n-th agreement of every survivor meets the n-th of the others.
   std::uint64_t agreements() const;
   std::uint64_t next_agreement();
+  // A restarted rank takes the count of the ranks it rejoins (never lowers it), so that its next
+  // ring and agreement carry the same numbers as theirs.
+  void adopt_agreements(std::uint64_t count);
 
  private:
   static constexpr std::int64_t kDead = std::numeric_limits<std::int64_t>::max();

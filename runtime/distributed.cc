@@ -59,6 +59,12 @@ Distributed::Distributed(const ExperimentConfig& config, int rank, Arena& params
     const std::int64_t margin =
         static_cast<std::int64_t>(config.world.size + 2) * config.algorithm.local_steps + 200;
     responder_ = std::make_unique<optimizers::JoinResponder>(*transport_, *live_, params_, margin);
+  } else if (live_ && is_allreduce_family(config.algorithm.name)) {
+    // Counted in the algorithm's rounds (live_clock); the rejoining peer adds the rounds the
+    // others run while it gathers their answers (rejoin.h). The margin is slack.
+    const std::int64_t margin = config.world.size + 2 + 50;
+    responder_ = std::make_unique<optimizers::JoinResponder>(*transport_, *live_, params_, margin,
+                                                             optimizers::JoinStep::kAgreed);
   }
 }
 
@@ -66,9 +72,15 @@ bool Distributed::is_gossip(const std::string& algorithm) {
   return algorithm == "dpsgd" || algorithm == "sgp" || algorithm == "adpsgd";
 }
 
+bool Distributed::is_allreduce_family(const std::string& algorithm) {
+  // Not diloco: a rejoining peer would need the others' outer model and momentum too, not only
+  // their parameters. It (and choco) leaves a restarted peer out: it trains alone.
+  return algorithm == "allreduce" || algorithm == "local_sgd";
+}
+
 void Distributed::after_step(std::int64_t step) {
   averaging_->after_step(step);
-  if (responder_) responder_->poll(step);
+  if (responder_) responder_->poll(step, averaging_->live_clock(step));
 }
 
 std::int64_t Distributed::rejoin(std::int64_t step) {
@@ -88,7 +100,9 @@ std::int64_t Distributed::rejoin(std::int64_t step) {
       if (r != self) ask.push_back(r);
     }
   }
-  return optimizers::rejoin(*transport_, *live_, ask, params_, step).step;
+  const auto how = is_allreduce_family(config_.algorithm.name) ? optimizers::JoinStep::kAgreed
+                                                                : optimizers::JoinStep::kPerPair;
+  return optimizers::rejoin(*transport_, *live_, ask, params_, step, how).step;
 }
 
 Distributed::~Distributed() = default;

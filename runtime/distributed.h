@@ -58,10 +58,15 @@ class Distributed {
   std::uint64_t bytes_sent() const { return transport_->bytes_sent(); }
   std::uint64_t bytes_received() const { return transport_->bytes_received(); }
   std::string backend() const { return transport_->name(); }
+  // For the runtime's own device-side gossip (runtime/device_gossip.h), used instead of the
+  // algorithm's rounds, never alongside them.
+  transport::Transport& transport() { return *transport_; }
 
  private:
-  // dpsgd, sgp, adpsgd: the algorithms that answer a rejoin.
+  // dpsgd, sgp, adpsgd: each pair agrees on when a rejoining peer is back (JoinStep::kPerPair).
   static bool is_gossip(const std::string& algorithm);
+  // allreduce, local_sgd: every rank takes it back at one round (JoinStep::kAgreed).
+  static bool is_allreduce_family(const std::string& algorithm);
 
   const ExperimentConfig& config_;
   std::shared_ptr<transport::Transport> transport_;
@@ -71,7 +76,7 @@ class Distributed {
   std::span<float> params_;
   std::unique_ptr<optimizers::LiveSet> live_;               // continue mode only
   std::unique_ptr<optimizers::Averaging> averaging_;
-  std::unique_ptr<optimizers::JoinResponder> responder_;    // continue mode, gossip algorithms
+  std::unique_ptr<optimizers::JoinResponder> responder_;    // continue mode, not choco
 };
 
 }  // namespace murmur::runtime
