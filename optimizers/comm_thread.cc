@@ -12,6 +12,15 @@ transport::Tag p2p_tag(Purpose purpose, std::int64_t round) {
          (static_cast<std::uint64_t>(round) & ((std::uint64_t{1} << 48) - 1));
 }
 
+transport::Tag chunk_tag(Purpose purpose, std::int64_t round, std::size_t chunk) {
+  if (chunk >= kMaxChunks) {
+    throw Error(fmt::format("chunk {} of a chunked exchange: at most {} chunks fit the tag",
+                            chunk, kMaxChunks));
+  }
+  const std::uint64_t r = static_cast<std::uint64_t>(round) & ((std::uint64_t{1} << 28) - 1);
+  return (static_cast<std::uint64_t>(purpose) << 48) | (r << 20) | chunk;
+}
+
 transport::Tag allreduce_tag(ReducePurpose purpose, std::int64_t round) {
   // 24 bits of round: a tag repeats only after 16M rounds, when nothing of the old round is
   // in flight any more (each allreduce completes before the next starts).

@@ -28,6 +28,7 @@ enum class Purpose : std::uint64_t {
   kGossip = 1, kPushSum = 2, kPairwise = 3, kChoco = 4,
   kAgreement = 5,  // live_allreduce.h: round = the agreement's number
   kJoin = 6,       // rejoin.h: a restarted peer asks to come back (round 0) / the answer (1, 2)
+  kGossipChunk = 7,  // runtime/device_gossip.h: one chunk of a pipelined D-PSGD round (chunk_tag)
 };
 // Ring-allreduce purposes: the tag passed to RingAllreduce is purpose << 24 | round (24 bits),
 // which RingAllreduce shifts left by 32: bits 56..63 hold the purpose (1..15), never 0 (the
@@ -36,6 +37,11 @@ enum class ReducePurpose : std::uint64_t { kAllreduce = 1, kLocalSgd = 2, kDiloc
 
 transport::Tag p2p_tag(Purpose purpose, std::int64_t round);
 transport::Tag allreduce_tag(ReducePurpose purpose, std::int64_t round);
+// A chunked exchange's tags: purpose << 48 | (round mod 2^28) << 20 | chunk, in the 48 bits of
+// round that p2p_tag gives, so a purpose keeps bits 48..55 as above. Throws Error if chunk is
+// kMaxChunks or more. A round repeats after 2^28 rounds, when nothing of it is in flight.
+inline constexpr std::size_t kMaxChunks = std::size_t{1} << 20;
+transport::Tag chunk_tag(Purpose purpose, std::int64_t round, std::size_t chunk);
 
 // transport.recv_timeout_ms and chunk_bytes as collective options.
 transport::CollectiveOptions collective_options(const TransportConfig& config);

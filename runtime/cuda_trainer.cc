@@ -14,6 +14,7 @@
 #include "nn/cuda/device.h"
 #include "nn/cuda/model.h"
 #include "nn/cuda/optimizer.h"
+#include "runtime/cuda_stager.h"
 #endif
 
 namespace murmur::runtime {
@@ -88,6 +89,12 @@ class CudaTrainer : public DeviceTrainer {
     return evaluate_in_batches(data, batch_size, [&](const float* x, const std::int32_t* y, int n) {
       return model_.evaluate(x, y, n);
     });
+  }
+
+  std::unique_ptr<ChunkStager> make_stager(transport::Transport& transport,
+                                           std::size_t chunk_bytes) override {
+    return std::make_unique<CudaStager>(transport, model_.params().data(),
+                                        model_.params().floats(), context_.stream(), chunk_bytes);
   }
 
   std::string describe() const override {

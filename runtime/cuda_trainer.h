@@ -14,7 +14,9 @@
 #include "nn/dataset.h"
 #include "nn/model.h"
 #include "optimizers/local_optimizer.h"
+#include "runtime/chunk_stager.h"
 #include "runtime/evaluate.h"
+#include "transport/transport.h"
 
 namespace murmur::runtime {
 
@@ -34,6 +36,11 @@ class DeviceTrainer {
   virtual Evaluation evaluate(const nn::Dataset& data, int batch_size) = 0;
   // "cuda:0 NVIDIA H200 (sm_90, 139 GiB), host arena pinned" for the log.
   virtual std::string describe() const = 0;
+  // The stager of a pipelined gossip round (runtime/device_gossip.h) on the device arena, in
+  // chunks of `chunk_bytes`: device memory directly where transport.supports_device_memory(),
+  // else pinned host buffers. The trainer and the transport must outlive it.
+  virtual std::unique_ptr<ChunkStager> make_stager(transport::Transport& transport,
+                                                   std::size_t chunk_bytes) = 0;
 };
 
 // The device trainer for config.run.device: nullptr for "cpu". For "cuda" the device is

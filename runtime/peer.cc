@@ -23,6 +23,7 @@
 #include "optimizers/lr_schedule.h"
 #include "runtime/checkpoint.h"
 #include "runtime/cuda_trainer.h"
+#include "runtime/device_gossip.h"
 #include "runtime/distributed.h"
 #include "runtime/evaluate.h"
 #include "runtime/fault_injection.h"
@@ -85,6 +86,7 @@ class Trainer {
     // run.device: cuda trains a device twin; the host model stays what the rest reads.
     device_ = make_device_trainer(config, *model_, *optimizer_, rank_);
     if (device_) log().info("rank {}: training on {}", rank_, device_->describe());
+    if (device_ && dist_) make_device_gossip();
     // Every peer must take the same number of steps (a neighbor waits for each exchange), also
     // when a non-IID split gives the shards different sizes: an epoch is the whole data set's
     // size over the peers, in batches; a smaller shard is simply reshuffled sooner.
@@ -125,7 +127,10 @@ class Trainer {
       straggle(seconds_since(t));
       compute_s_ += seconds_since(t);
       ++step_;
-      if (dist_) {
+      if (gossip_) {
+        gossip_->after_step(step_);  // on the device arena, chunk by chunk
+        take_comm_stats();
+      } else if (dist_) {
         if (device_) device_->to_host(false);  // averaging works on the host arena
         dist_->after_step(step_);
         if (device_) device_->to_device(false);
@@ -217,9 +222,28 @@ class Trainer {
   }
 
   void take_comm_stats() {
-    const auto st = dist_->take_stats();
-    comm_s_ += st.comm_s;
-    wait_s_ += st.wait_s;
+    auto add = [&](const optimizers::AveragingStats& st) {
+      comm_s_ += st.comm_s;
+      wait_s_ += st.wait_s;
+    };
+    add(dist_->take_stats());
+    if (gossip_) add(gossip_->take_stats());
+  }
+
+  // A GPU peer: D-PSGD rounds run on the device arena (pipelined chunks) where
+  // uses_pipelined_gossip() allows; else the whole arena crosses to the host around each round.
+  // Logs which way the parameters move, once.
+  void make_device_gossip() {
+    if (!uses_pipelined_gossip(config_)) {
+      log().info("rank {}: parameters move: whole-arena pinned copies", rank_);
+      return;
+    }
+    stager_ = device_->make_stager(dist_->transport(),
+                                   static_cast<std::size_t>(config_.transport.chunk_bytes));
+    gossip_ = std::make_unique<PipelinedGossip>(config_, dist_->transport(), *stager_);
+    const ChunkLayout& layout = stager_->layout();
+    log().info("rank {}: parameters move: {} ({} chunks of {} bytes)", rank_, stager_->describe(),
+               layout.count(), layout.chunk_floats * sizeof(float));
   }
 
   // Runs `fn` with the model this peer stands for in the parameters: push-sum's x / w where the
@@ -384,6 +408,8 @@ class Trainer {
   std::vector<float> saved_;  // the raw parameters while a debiased or average model is in place
   std::unique_ptr<optimizers::LocalOptimizer> optimizer_;
   std::unique_ptr<DeviceTrainer> device_;  // run.device: cuda; declared after what it refers to
+  std::unique_ptr<ChunkStager> stager_;      // pipelined gossip only; uses device_ and dist_
+  std::unique_ptr<PipelinedGossip> gossip_;
   std::unique_ptr<optimizers::LrSchedule> schedule_;
   std::vector<float> x_;
   std::vector<std::int32_t> y_;

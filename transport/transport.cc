@@ -10,6 +10,11 @@ Request Transport::put(int peer, const Region&, ByteRange, std::span<const std::
                        ": this backend has no one-sided put");
 }
 
+std::unique_ptr<Region> Transport::register_device_region(std::span<std::byte> bytes) {
+  throw TransportError(name() + ": cannot register " + std::to_string(bytes.size()) +
+                       " bytes of device memory: this backend moves host memory only");
+}
+
 bool Transport::wait(Request& request, Deadline deadline) {
   for (;;) {
     if (test(request)) return true;

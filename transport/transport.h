@@ -90,6 +90,14 @@ class Transport {
   // than the range is a ProtocolError; a shorter one completes with request.state()->bytes set.
   virtual Request recv(int peer, Tag tag, Region& into, ByteRange range) = 0;
 
+  // True iff send() and recv() accept Regions of CUDA device memory (made by
+  // register_device_region): UCX built with a CUDA transport says so; the rest copy bytes with
+  // the CPU and never do.
+  virtual bool supports_device_memory() const { return false; }
+  // Like register_region, for `bytes` in CUDA device memory (never touched by the CPU). Throws
+  // TransportError unless supports_device_memory().
+  virtual std::unique_ptr<Region> register_device_region(std::span<std::byte> bytes);
+
   // True iff the backend implements put() (one-sided RMA).
   virtual bool supports_put() const { return false; }
   // Writes `range` of `from` into the peer's region described by `remote_key` at `remote_offset`.

@@ -264,5 +264,18 @@ TEST_CASE("ucx: tags, ranges and peers are checked before UCX sees them", "[ucx]
   CHECK(t.register_region({})->remote_key().empty());
 }
 
+TEST_CASE("ucx: device memory is offered only where the context reports CUDA", "[ucx]") {
+  testing::TempDir dir;
+  testing::DirBootstrap bootstrap(dir.path, 0, 2);
+  const std::vector<int> no_peers;
+  ucx::Transport t(test_config(), 0, 2, bootstrap, no_peers);
+  WARN("this UCX " << (t.supports_device_memory() ? "supports" : "does not support")
+                   << " CUDA memory (ucp_context_query)");
+  if (!t.supports_device_memory()) {
+    std::vector<std::byte> host(64);  // never touched: registration is refused first
+    CHECK_THROWS_AS(t.register_device_region(host), TransportError);
+  }
+}
+
 }  // namespace
 }  // namespace murmur::transport

@@ -48,6 +48,10 @@ Transport::Transport(const TransportConfig& config, int rank, int world_size,
   ucp_context_h context = nullptr;
   MURMUR_UCS_CHECK(ucp_init(&params, ucp_config.get(), &context));
   context_.reset(context);
+  ucp_context_attr_t attr{};
+  attr.field_mask = UCP_ATTR_FIELD_MEMORY_TYPES;
+  MURMUR_UCS_CHECK(ucp_context_query(context_.get(), &attr));
+  cuda_memory_ = (attr.memory_types & UCS_BIT(UCS_MEMORY_TYPE_CUDA)) != 0;
 
   ucp_worker_params_t worker_params{};
   worker_params.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE;
@@ -213,6 +217,15 @@ Transport::Peer& Transport::peer_for(int peer, const char* what) {
 
 std::unique_ptr<transport::Region> Transport::register_region(std::span<std::byte> bytes) {
   return std::make_unique<Region>(context_.get(), bytes);
+}
+
+std::unique_ptr<transport::Region> Transport::register_device_region(std::span<std::byte> bytes) {
+  if (!cuda_memory_) {
+    throw TransportError(fmt::format("ucx: rank {}: cannot register {} bytes of device memory: "
+                                     "this UCX has no CUDA memory support (ucx_info -d)",
+                                     rank_, bytes.size()));
+  }
+  return std::make_unique<Region>(context_.get(), bytes, UCS_MEMORY_TYPE_CUDA);
 }
 
 ucp_rkey_h Transport::remote_key_for(Peer& peer, std::span<const std::byte> packed) {

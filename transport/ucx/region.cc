@@ -12,13 +12,19 @@ constexpr std::size_t kHeader = 2 * sizeof(std::uint64_t);
 
 }  // namespace
 
-Region::Region(ucp_context_h context, std::span<std::byte> bytes)
+Region::Region(ucp_context_h context, std::span<std::byte> bytes, ucs_memory_type_t memory_type)
     : transport::Region(bytes), context_(context) {
   if (bytes.empty()) return;
   ucp_mem_map_params_t params{};
   params.field_mask = UCP_MEM_MAP_PARAM_FIELD_ADDRESS | UCP_MEM_MAP_PARAM_FIELD_LENGTH;
   params.address = bytes.data();
   params.length = bytes.size();
+  if (memory_type != UCS_MEMORY_TYPE_UNKNOWN) {
+    // Device memory: the memh then carries its type, and sends and receives that pass it
+    // (UCP_OP_ATTR_FIELD_MEMH) take UCX's CUDA path without detecting the type per call.
+    params.field_mask |= UCP_MEM_MAP_PARAM_FIELD_MEMORY_TYPE;
+    params.memory_type = memory_type;
+  }
   MURMUR_UCS_CHECK(ucp_mem_map(context_, &params, &memh_));
 
   void* packed = nullptr;

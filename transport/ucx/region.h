@@ -17,8 +17,11 @@ namespace murmur::transport::ucx {
 
 class Region final : public transport::Region {
  public:
-  // Maps `bytes` in `context` (an empty span registers nothing). Throws TransportError.
-  Region(ucp_context_h context, std::span<std::byte> bytes);
+  // Maps `bytes` in `context` (an empty span registers nothing). `memory_type` says where the
+  // bytes live (UCS_MEMORY_TYPE_CUDA for device memory); UNKNOWN lets UCX detect it.
+  // Throws TransportError.
+  Region(ucp_context_h context, std::span<std::byte> bytes,
+         ucs_memory_type_t memory_type = UCS_MEMORY_TYPE_UNKNOWN);
   ~Region() override;
 
   // Layout: u64 base address, u64 size, then the bytes of ucp_rkey_pack.

@@ -49,6 +49,10 @@ class Transport final : public transport::Transport {
   std::unique_ptr<transport::Region> register_region(std::span<std::byte> bytes) override;
   Request send(int peer, Tag tag, const transport::Region& from, ByteRange range) override;
   Request recv(int peer, Tag tag, transport::Region& into, ByteRange range) override;
+  // True iff this UCX context reports UCS_MEMORY_TYPE_CUDA among its memory types (a UCX
+  // built with its cuda transports, with a CUDA driver present).
+  bool supports_device_memory() const override { return cuda_memory_; }
+  std::unique_ptr<transport::Region> register_device_region(std::span<std::byte> bytes) override;
   bool supports_put() const override { return true; }
   Request put(int peer, const transport::Region& from, ByteRange range,
               std::span<const std::byte> remote_key, std::size_t remote_offset) override;
@@ -104,6 +108,7 @@ class Transport final : public transport::Transport {
   std::size_t max_frame_;
   int connect_timeout_ms_;
   bool peer_failure_ = true;  // endpoints in UCP_ERR_HANDLING_MODE_PEER
+  bool cuda_memory_ = false;  // ucp_context_query lists UCS_MEMORY_TYPE_CUDA
   int rank_shift_ = 63;
   Tag max_tag_ = 0;
   Context context_;
