@@ -134,7 +134,13 @@ FinalAverage Distributed::average(std::span<float> model) {
   std::copy(mean.begin(), mean.begin() + static_cast<std::ptrdiff_t>(model.size()), model.begin());
   mean[0] = static_cast<float>(std::sqrt(sq));
   reduce(mean.first(1), kDistanceTag);
-  return {static_cast<double>(mean[0])};
+  FinalAverage out{static_cast<double>(mean[0]), {}};
+  if (live_) {
+    out.ranks = live_->live_ranks(kEnd);
+  } else {
+    for (int r = 0; r < transport_->world_size(); ++r) out.ranks.push_back(r);
+  }
+  return out;
 }
 
 }  // namespace murmur::runtime

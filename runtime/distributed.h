@@ -10,6 +10,7 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <vector>
 
 #include "core/arena.h"
 #include "core/config.h"
@@ -22,6 +23,7 @@ namespace murmur::runtime {
 
 struct FinalAverage {
   double consensus_distance = 0;  // mean over peers of ||x_i - mean||_2
+  std::vector<int> ranks;         // the peers averaged: all, or those alive at the end (continue)
 };
 
 class Distributed {

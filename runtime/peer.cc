@@ -280,8 +280,9 @@ class Trainer {
     return last_eval_;
   }
 
-  // The exact mean of all peers' final models: rank 0 evaluates it; every rank learns the
-  // consensus distance. The peer's own parameters are left as they were.
+  // The exact mean of all peers' final models (continue mode: of those alive at the end): the
+  // lowest of them evaluates it, rank 0 unless it died; every rank learns the consensus
+  // distance. The peer's own parameters are left as they were.
   void final_average(PeerResult& result) {
     const auto t = Clock::now();
     if (device_) device_->to_host(true);
@@ -292,9 +293,10 @@ class Trainer {
     const FinalAverage avg = dist_->average(params);
     result.consensus_distance = avg.consensus_distance;
     comm_s_ += seconds_since(t);
-    if (rank_ == 0) {
+    if (!avg.ranks.empty() && rank_ == avg.ranks.front()) {
       const Evaluation e = evaluate(*model_, test_, config_.eval.batch_size);
       result.has_average = true;
+      result.average_ranks = avg.ranks;
       result.average_test_accuracy = e.accuracy;
       result.average_test_loss = e.loss;
       log().info("average model: test accuracy {:.2f}%, loss {:.4f}; consensus distance {:.4g}",

@@ -9,6 +9,7 @@
 #include <filesystem>
 
 #include <memory>
+#include <vector>
 
 #include "core/config.h"
 #include "nn/dataset.h"
@@ -40,9 +41,11 @@ struct PeerResult {
   double wall_time_s = 0;
   bool stopped_early = false;  // SIGINT/SIGTERM: a checkpoint was written, training not finished
   std::string backend;         // transport backend, "" for a lone peer
-  // Multi-peer runs: the exact mean of all peers' final models, evaluated (by rank 0 only;
-  // other ranks leave has_average false), and the mean distance of the peers to it.
+  // Multi-peer runs: the exact mean of all peers' final models (continue mode: of those alive
+  // at the end, average_ranks), evaluated by the lowest of them only (the others leave
+  // has_average false), and the mean distance of the peers to it.
   bool has_average = false;
+  std::vector<int> average_ranks;
   double average_test_accuracy = 0;
   double average_test_loss = 0;
   double consensus_distance = 0;

@@ -108,7 +108,8 @@ nlohmann::json peer_json(const PeerResult& r) {
   if (!r.backend.empty()) j["backend"] = r.backend;
   if (r.has_average) {
     j["average_model"] = {{"test_accuracy", r.average_test_accuracy},
-                          {"test_loss", r.average_test_loss}};
+                          {"test_loss", r.average_test_loss},
+                          {"ranks", r.average_ranks}};
   }
   return j;
 }
@@ -121,10 +122,14 @@ nlohmann::json make_summary(const ExperimentConfig& config, const std::vector<Pe
                             {"peers", list},
                             {"wall_time_s", wall_time_s},
                             {"config", to_json(config)}};
+  // A peer restarted too late to rejoin reports an average of its own: the widest one wins.
+  std::size_t widest = 0;
   for (const PeerResult& p : peers) {
-    if (p.has_average) {
+    if (p.has_average && p.average_ranks.size() >= widest) {
+      widest = std::max<std::size_t>(1, p.average_ranks.size());
       summary["average_model"] = {{"test_accuracy", p.average_test_accuracy},
-                                  {"test_loss", p.average_test_loss}};
+                                  {"test_loss", p.average_test_loss},
+                                  {"ranks", p.average_ranks}};
       summary["consensus_distance"] = p.consensus_distance;
     }
   }

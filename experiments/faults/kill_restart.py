@@ -74,14 +74,17 @@ def wait_all(procs, deadline):
 
 
 def results(out):
-    """(accuracy of the average model, [each peer's accuracy]) from rank<r>/result.json."""
-    peers, average = [], None
+    """(accuracy of the average model, [each peer's accuracy]) from rank<r>/result.json. A peer
+    restarted after the others had finished reports an average of its own: the average over
+    the most ranks is the run's."""
+    peers, average, widest = [], None, -1
     for path in sorted(glob.glob(os.path.join(out, "rank*", "result.json"))):
         with open(path) as f:
             r = json.load(f)
         peers.append(r["test_accuracy"])
-        if "average_model" in r:
+        if "average_model" in r and len(r["average_model"].get("ranks", [])) > widest:
             average = r["average_model"]["test_accuracy"]
+            widest = len(r["average_model"].get("ranks", []))
     return average, peers
 
 

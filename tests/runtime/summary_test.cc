@@ -84,3 +84,23 @@ TEST_CASE("summary.json carries time_to_accuracy read from the metrics files", "
   config.eval.target_accuracy = 0;
   CHECK_FALSE(murmur::runtime::make_summary(config, peers, 30.0, dir.path()).contains("time_to_accuracy"));
 }
+
+TEST_CASE("the average model of the summary is the one over the most ranks", "[summary]") {
+  // Rank 0 was killed and restarted after the others had finished: it averaged alone, while
+  // rank 1 evaluated the survivors' average of ranks 1, 2 and 3.
+  std::vector<murmur::runtime::PeerResult> peers(4);
+  for (int r = 0; r < 4; ++r) peers[r].rank = r;
+  peers[0].has_average = true;
+  peers[0].average_test_accuracy = 0.80;
+  peers[0].average_ranks = {0};
+  peers[1].has_average = true;
+  peers[1].average_test_accuracy = 0.84;
+  peers[1].average_ranks = {1, 2, 3};
+  peers[1].consensus_distance = 0.5;
+  murmur::ExperimentConfig config;
+  config.world.size = 4;
+  const auto summary = murmur::runtime::make_summary(config, peers, 30.0, {});
+  CHECK(summary["average_model"]["test_accuracy"].get<double>() == Approx(0.84));
+  CHECK(summary["average_model"]["ranks"] == nlohmann::json::array({1, 2, 3}));
+  CHECK(summary["consensus_distance"].get<double>() == Approx(0.5));
+}
