@@ -121,7 +121,7 @@ def partition(peer, tmp):
                 .replace("every_steps: 5", "every_steps: 1000"))
     out = os.path.join(tmp, "partition")
     p = subprocess.Popen([os.path.join(ROOT, "tools", "murmur-launch"), "-n", "3", cfg, "--peer", peer, "--out", out,
-                          "--keep-going", "--set", "transport.peer_timeout_ms=1500", "--set", "run.log_every=1"],
+                          "--keep-going", "--set", "transport.peer_timeout_ms=3000", "--set", "run.log_every=1"],
                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
     try:
         deadline = time.time() + 90
