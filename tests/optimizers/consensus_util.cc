@@ -9,6 +9,7 @@
 
 #include "core/rng.h"
 #include "optimizers/averaging.h"
+#include "tests/time_scale.h"
 #include "tests/transport/backends.h"
 #include "topology/spectral.h"
 #include "transport/factory.h"
@@ -64,7 +65,7 @@ ConsensusResult run_consensus(const ConsensusRun& run) {
     std::vector<float> params = initial_vector(run.seed, r, d), model(d);
     auto region = ctx.transport().register_region(std::as_writable_bytes(std::span(params)));
     TransportConfig tc;
-    tc.recv_timeout_ms = 30000;
+    tc.recv_timeout_ms = murmur::testing::scaled_ms(30000);
     AveragingContext actx{run.algorithm, run.topology, tc,      ctx.transport(),
                           *region,       params,       run.seed};
     auto averaging = make_averaging(actx);

@@ -13,6 +13,7 @@
 #include "optimizers/averaging.h"
 #include "runtime/chunk_stager.h"
 #include "runtime/device_gossip.h"
+#include "tests/time_scale.h"
 #include "tests/transport/backends.h"
 
 namespace murmur::runtime {
@@ -34,7 +35,7 @@ ExperimentConfig gossip_config(int n, const std::string& graph, std::size_t chun
   c.algorithm.name = "dpsgd";
   c.topology.graph = graph;
   c.transport.chunk_bytes = static_cast<std::int64_t>(chunk_bytes);
-  c.transport.recv_timeout_ms = 20000;
+  c.transport.recv_timeout_ms = murmur::testing::scaled_ms(20000);
   c.run.seed = 11;
   return c;
 }

@@ -12,6 +12,7 @@
 
 #include <fmt/format.h>
 
+#include "tests/time_scale.h"
 #include "transport/factory.h"
 #include "transport/inproc/transport.h"
 
@@ -57,8 +58,8 @@ TransportConfig loopback_config(const std::string& backend, const std::string& r
   c.host = "127.0.0.1";
   c.port = 0;
   c.rendezvous_dir = rendezvous_dir;
-  c.connect_timeout_ms = 20000;
-  c.recv_timeout_ms = 20000;
+  c.connect_timeout_ms = murmur::testing::scaled_ms(20000);
+  c.recv_timeout_ms = murmur::testing::scaled_ms(20000);
   c.secret_env = "MURMUR_TEST_SECRET_UNSET";
   return c;
 }
@@ -134,7 +135,7 @@ static std::vector<RankResult> run_processes(const std::string& backend, int siz
         // Like MPI_Finalize: nobody tears its transport down while others may still be
         // talking to it (a closed UCX endpoint turns the peers' last receives into
         // "Endpoint timeout"). A rank that died never arrives; the wait is bounded.
-        arrive_and_wait(dir, r, size, std::chrono::seconds(5));
+        arrive_and_wait(dir, r, size, murmur::testing::scaled(std::chrono::milliseconds(5000)));
       } catch (const std::exception& e) {
         message = e.what();
       }
@@ -146,7 +147,7 @@ static std::vector<RankResult> run_processes(const std::string& backend, int siz
     pipes[r] = fds[0];
   }
   std::vector<RankResult> results(size);
-  auto deadline = std::chrono::steady_clock::now() + options.timeout;
+  auto deadline = std::chrono::steady_clock::now() + murmur::testing::scaled(options.timeout);
   int running = size;
   while (running > 0) {
     for (int r = 0; r < size; ++r) {

@@ -38,7 +38,7 @@ class RankContext {
 };
 
 struct RunOptions {
-  std::chrono::milliseconds timeout{60000};  // the whole run; stragglers are killed
+  std::chrono::milliseconds timeout{60000};  // the whole run (x kTimeScale); stragglers are killed
   // Adjusts a rank's config (secrets, timeouts) before its transport is made.
   std::function<void(TransportConfig&, int rank)> configure;
 };

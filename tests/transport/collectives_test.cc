@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include "core/error.h"
+#include "tests/time_scale.h"
 #include "tests/transport/backends.h"
 #include "transport/collectives.h"
 
@@ -28,7 +29,7 @@ TEST_CASE("ring allreduce equals the exact sum within float rounding", "[transpo
   auto results = run_ranks(backend, ranks, [&](RankContext& ctx) {
     Transport& t = ctx.transport();
     CollectiveOptions options;
-    options.timeout = std::chrono::seconds(30);
+    options.timeout = murmur::testing::scaled(std::chrono::seconds(30));
     options.chunk_bytes = 64 << 10;
     RingAllreduce allreduce(t, options);
     for (std::size_t n : sizes) {

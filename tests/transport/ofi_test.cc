@@ -12,6 +12,7 @@
 
 #include "core/config.h"
 #include "core/error.h"
+#include "tests/time_scale.h"
 #include "tests/transport/ucx_harness.h"
 #include "transport/ofi/make.h"
 #include "transport/ofi/region.h"
@@ -42,12 +43,12 @@ testing::Env env_for(const std::string&) { return {{"FI_TCP_IFACE", "lo"}}; }
 
 TransportConfig config_for(const std::string& provider) {
   TransportConfig c;
-  c.connect_timeout_ms = 20000;
+  c.connect_timeout_ms = murmur::testing::scaled_ms(20000);
   c.ofi_provider = provider;
   return c;
 }
 
-Deadline soon() { return deadline_after(std::chrono::seconds(30)); }
+Deadline soon() { return deadline_after(murmur::testing::scaled(std::chrono::seconds(30))); }
 
 void all_to_all(const std::string& provider, int rank, Bootstrap& bootstrap, int world) {
   auto t = ofi::make_transport(config_for(provider), rank, world, bootstrap);

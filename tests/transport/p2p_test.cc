@@ -6,12 +6,13 @@
 #include <numeric>
 
 #include "core/error.h"
+#include "tests/time_scale.h"
 #include "tests/transport/backends.h"
 
 namespace murmur::transport::testing {
 namespace {
 
-Deadline soon() { return deadline_after(std::chrono::seconds(30)); }
+Deadline soon() { return deadline_after(murmur::testing::scaled(std::chrono::seconds(30))); }
 
 // Byte i of message `seed` is a function of both, so a swapped or shifted message shows.
 std::byte pattern(std::size_t i, std::uint64_t seed) {

@@ -13,6 +13,7 @@
 #include <fstream>
 
 #include "core/error.h"
+#include "tests/time_scale.h"
 #include "transport/frame.h"
 #include "transport/handshake.h"
 #include "transport/rendezvous.h"
@@ -21,7 +22,7 @@
 namespace murmur::transport {
 namespace {
 
-Deadline soon() { return deadline_after(std::chrono::seconds(20)); }
+Deadline soon() { return deadline_after(murmur::testing::scaled(std::chrono::seconds(20))); }
 
 std::string secret_file(const std::string& name, const std::string& secret) {
   auto path = std::filesystem::temp_directory_path() / ("murmur-secret-" + name + "-" + std::to_string(::getpid()));
@@ -32,8 +33,8 @@ std::string secret_file(const std::string& name, const std::string& secret) {
 TransportConfig config_with_secret(const std::string& secret) {
   TransportConfig c;
   c.host = "127.0.0.1";
-  c.connect_timeout_ms = 10000;
-  c.recv_timeout_ms = 10000;
+  c.connect_timeout_ms = murmur::testing::scaled_ms(10000);
+  c.recv_timeout_ms = murmur::testing::scaled_ms(10000);
   c.max_frame_bytes = 1 << 20;
   c.secret_file = secret_file(secret, secret);
   return c;

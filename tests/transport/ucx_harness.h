@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "tests/time_scale.h"
 #include "transport/bootstrap.h"
 
 namespace murmur::transport::testing {
@@ -85,7 +86,8 @@ struct TempDir {
 using Env = std::vector<std::pair<std::string, std::string>>;
 
 // Forks `n` ranks that each run body(rank, bootstrap) with `env` set; returns the exit codes
-// (0 = body returned, 1 = it threw, printed on stderr; -1 = killed at the deadline).
+// (0 = body returned, 1 = it threw, printed on stderr; -1 = killed at the deadline, `timeout`
+// stretched in sanitizer builds).
 inline std::vector<int> run_ranks(int n, const Env& env,
                                   const std::function<void(int, Bootstrap&)>& body,
                                   std::chrono::seconds timeout = std::chrono::seconds(90)) {
@@ -111,7 +113,7 @@ inline std::vector<int> run_ranks(int n, const Env& env,
   }
   std::vector<int> codes(n, -1);
   std::vector<bool> reaped(n, false);
-  const auto deadline = Clock::now() + timeout;
+  const auto deadline = Clock::now() + murmur::testing::scaled(timeout);
   for (int left = n; left > 0;) {
     for (int r = 0; r < n; ++r) {
       int status = 0;

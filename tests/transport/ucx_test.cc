@@ -12,6 +12,7 @@
 
 #include "core/config.h"
 #include "core/error.h"
+#include "tests/time_scale.h"
 #include "tests/transport/ucx_harness.h"
 #include "transport/ucx/make.h"
 #include "transport/ucx/region.h"
@@ -44,12 +45,12 @@ testing::Env env_for(const std::string& tls) {
 
 TransportConfig test_config(bool peer_failure = true) {
   TransportConfig c;
-  c.connect_timeout_ms = 20000;
+  c.connect_timeout_ms = murmur::testing::scaled_ms(20000);
   c.ucx_peer_failure = peer_failure;
   return c;
 }
 
-Deadline soon() { return deadline_after(std::chrono::seconds(30)); }
+Deadline soon() { return deadline_after(murmur::testing::scaled(std::chrono::seconds(30))); }
 
 // Every rank sends each size to every other rank and checks what it receives.
 void all_to_all(int rank, Bootstrap& bootstrap, int world, bool peer_failure = true) {
@@ -233,7 +234,7 @@ TEST_CASE("ucx: a peer killed mid-transfer fails the wait within its deadline",
     }
     Request r = t->recv(0, 1, *region, {0, kSize});
     Request never = t->recv(0, 2, *region, {0, 16});
-    const auto limit = std::chrono::seconds(detects ? 30 : 2);
+    const auto limit = detects ? murmur::testing::scaled(std::chrono::seconds(30)) : std::chrono::seconds(2);
     bool lost = false, timed_out = false;
     try {
       // Either the 64 MiB got through before the kill, or the wait fails; then the second

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "tests/time_scale.h"
 #include "transport/collectives.h"
 #include "transport/inproc/transport.h"
 
@@ -32,10 +33,10 @@ TEST_CASE("a failed neighbor exchange cancels the receives it left posted", "[tr
   auto fresh_region = world[0]->register_region(fresh);
   Request send = world[2]->send(0, 7, *payload_region, {0, 16});
   Request recv = world[0]->recv(2, 7, *fresh_region, {0, 16});
-  REQUIRE(world[0]->wait(recv, deadline_after(std::chrono::seconds(5))));
+  REQUIRE(world[0]->wait(recv, deadline_after(murmur::testing::scaled(std::chrono::seconds(5)))));
   CHECK(fresh[0] == std::byte{0x5A});
   CHECK(in[16] == std::byte{0});
-  CHECK(world[2]->wait(send, deadline_after(std::chrono::seconds(5))));
+  CHECK(world[2]->wait(send, deadline_after(murmur::testing::scaled(std::chrono::seconds(5)))));
 }
 
 }  // namespace
