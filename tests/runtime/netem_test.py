@@ -1,6 +1,11 @@
 #!/usr/bin/python3
 """The emulated network end to end (needs root and iproute2; exits 77, CTest's skip, otherwise):
 1. two namespaces behind a 20 Mbit/s link: one TCP stream's goodput is within 25% of it;
+   a link with 10 ms latency and 2 ms jitter: the median round trip is 20 ms (18-28);
+   one with 5% loss: 5000 UDP datagrams, 3.8-6.2% lost (netem, or iptables and murmur-delay
+   where the kernel has no netem);
+   2 peers (D-PSGD) across 20 ms latency, 5 ms jitter and 1% loss finish, and each step's
+   exchange takes at least one 20 ms one-way trip;
 2. tools/murmur-launch runs 2 peers across a 10 Mbit/s link (D-PSGD, synthetic data, rank 1 a
    2x straggler): each peer listened on its namespace's 10.77 address, the bytes it sent over
    its communication time are within 25% of the link rate, summary.json has time_to_accuracy,
@@ -10,7 +15,6 @@
    the other from their mixing weights and finish: ranks 0 and 1 together, rank 2 alone;
 4. murmur-launch SIGKILLed mid-run: its reaper removes the namespaces and kills the peers;
 5. not root: a clear error (when setpriv can drop root).
-(No latency or loss here: they need the kernel's netem qdisc, which the launcher checks for.)
 """
 import argparse
 import glob
@@ -66,6 +70,50 @@ def link_goodput():
     mbit = r["gbit_s"] * 1e3
     check(15 <= mbit <= 25, f"one TCP stream over a 20mbit link: {mbit:.1f} Mbit/s (within 25%)")
     check(not [n for n in left if n in list_namespaces()], "the link's namespaces are gone")
+
+
+def can_impair():
+    """Whether latency and loss can be made here (netem, or iptables and murmur-delay); says why not."""
+    try:
+        Network(1, latency="1ms", loss="1%").up().down()
+        return True
+    except NetemError as e:
+        print(f"netem_test: skipped the latency and loss checks: {e}")
+        return False
+
+
+def impaired_links():
+    with Network(2, latency="10ms", jitter="2ms") as net:
+        how = net.mechanism
+        rtts = sorted(measure.round_trips(net, 0, 1, count=50))
+    median = rtts[len(rtts) // 2] * 1e3
+    check(18 <= median <= 28, f"10 ms each way, 2 ms jitter ({how}): median round trip {median:.1f} ms "
+                              f"(min {rtts[0] * 1e3:.1f}, max {rtts[-1] * 1e3:.1f})")
+    with Network(2, loss="5%") as net:
+        lost = 1 - measure.delivered(net, 0, 1, count=5000)
+    # 5000 draws at 5%: one standard deviation is 0.31 points; the bounds are almost 4 of them.
+    check(0.038 <= lost <= 0.062, f"5% loss ({how}): {lost * 100:.2f}% of 5000 datagrams lost")
+
+
+def slow_lossy_peers(peer, tmp):
+    """D-PSGD across 20 ms latency, 5 ms jitter and 1% loss: it finishes, and every exchange pays
+    for the trip (an unshaped exchange of this MLP takes well under 5 ms here)."""
+    cfg = os.path.join(tmp, "slow.yaml")
+    with open(cfg, "w") as f:
+        f.write(CONFIG.replace("{bandwidth: 10mbit, stragglers: {1: 2.0}}",
+                               "{latency: 20ms, jitter: 5ms, loss: 1%}"))
+    out = os.path.join(tmp, "slow")
+    p = subprocess.run([os.path.join(ROOT, "tools", "murmur-launch"), "-n", "2", cfg, "--peer", peer, "--out", out],
+                       capture_output=True, text=True, timeout=180)
+    if p.returncode != 0:
+        fail(f"murmur-launch across latency and loss exited {p.returncode}:\n{p.stdout[-3000:]}\n{p.stderr}")
+    check("latency 20ms, jitter 5ms, loss 1%" in p.stdout, "murmur-launch says it made the slow, lossy network")
+    for rank in range(2):
+        steps = [json.loads(line) for line in open(os.path.join(out, f"rank{rank}", "metrics.jsonl"))]
+        steps = [s for s in steps if s.get("kind") == "step"]
+        per_step = steps[-1]["comm_s"] / steps[-1]["step"]
+        check(steps[-1]["step"] == 20 and per_step >= 0.015,
+              f"rank {rank}: all 20 steps across the slow link, {per_step * 1e3:.0f} ms of communication per step")
 
 
 def launch_two_peers(peer, tmp):
@@ -197,6 +245,9 @@ def main():
         return SKIP
     with tempfile.TemporaryDirectory(prefix="murmur-netem-test-") as tmp:
         link_goodput()
+        if can_impair():
+            impaired_links()
+            slow_lossy_peers(os.path.abspath(args.peer), tmp)
         launch_two_peers(os.path.abspath(args.peer), tmp)
         partition(os.path.abspath(args.peer), tmp)
         killed_launcher(os.path.abspath(args.peer), tmp)

@@ -3,8 +3,17 @@
 Namespaces are named murmur-<pid>-<serial>-hub and murmur-<pid>-<serial>-<rank>: unique per
 run, so parallel runs never collide, and a leftover names the process that made it, so cleanup()
 can tell a dead run's namespaces from a live one's. Everything lives inside these namespaces
-(the bridge too), so deleting them removes every interface and qdisc, and the host's own
-network is never touched. A Network removes itself on close() / leaving a `with`; a reaper
+(the bridge too), so deleting them removes every interface, qdisc, iptables rule and murmur-delay
+process, and the host's own network is never touched.
+
+Latency, jitter and loss use the kernel's netem qdisc where it has one. Where it has not (some
+cloud kernels), loss is an iptables `statistic` rule that drops that share of the packets a peer
+receives, and latency and jitter are murmur-delay (tools/murmur_delay.cc), which holds the packets
+a peer receives in an NFQUEUE. Both act on arrival: a packet dropped on its way out fails the
+sender's send() with EPERM, which no real link does, and one held on its way out still counts
+against the sending socket's TCP small-queue budget (about 1 ms of its rate), which throttles a
+stream far below the link's rate. Each direction of a link loses and is delayed as with netem;
+a lost packet has used the link's bandwidth. A Network removes itself on close() / leaving a `with`; a reaper
 process does it if the owner dies without (SIGKILL): see start_reaper().
 """
 import itertools
@@ -13,9 +22,12 @@ import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 
 from . import tc
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 PREFIX = "murmur-"
 SUBNET = "10.77"
@@ -57,7 +69,7 @@ def check_environment():
 class Network:
     """n peers behind one bridge; shaping from a config's `network` section (tc's strings)."""
 
-    def __init__(self, n, bandwidth="", latency="", jitter="", loss="", tag=None):
+    def __init__(self, n, bandwidth="", latency="", jitter="", loss="", tag=None, delay_tool=None):
         self.n = n
         self.shape = {"bandwidth": bandwidth or "", "latency": latency or "", "jitter": jitter or "",
                       "loss": loss or ""}
@@ -74,15 +86,20 @@ class Network:
         self.addresses = [address(r) for r in range(n)]
         self.created = []
         self.reaper = None
+        self.delay_tool = delay_tool or os.environ.get("MURMUR_DELAY") or os.path.join(ROOT, "build/bin/murmur-delay")
+        self.delayers = []  # murmur-delay processes (netfilter path)
+        self.mechanism = ""  # how latency/jitter/loss are made: "netem" or "netfilter" (after up())
 
     @classmethod
-    def from_config(cls, n, network, tag=None):
+    def from_config(cls, n, network, tag=None, delay_tool=None):
         network = network or {}
-        return cls(n, *(network.get(k, "") for k in ("bandwidth", "latency", "jitter", "loss")), tag=tag)
+        return cls(n, *(network.get(k, "") for k in ("bandwidth", "latency", "jitter", "loss")), tag=tag,
+                   delay_tool=delay_tool)
 
     def describe(self):
         parts = [f"{k} {v}" for k, v in self.shape.items() if v]
-        return f"{self.n} namespaces {PREFIX}{self.tag}-*, " + (", ".join(parts) or "unshaped")
+        how = f" (by {self.mechanism})" if self.mechanism else ""
+        return f"{self.n} namespaces {PREFIX}{self.tag}-*, " + (", ".join(parts) or "unshaped") + how
 
     def exec_prefix(self, rank):
         """The command prefix that runs a program inside rank's namespace."""
@@ -106,14 +123,24 @@ class Network:
             ip(ns, "link", "set", "lo", "up")
         ip(self.hub, "link", "add", "br0", "type", "bridge")
         ip(self.hub, "link", "set", "br0", "up")
+        impaired = any(self.shape[k] for k in ("latency", "jitter", "loss"))
+        if impaired:
+            self.mechanism = "netem" if self._has_netem() else "netfilter"
+            if self.mechanism == "netfilter":
+                self._check_netfilter()
         for r, ns in enumerate(self.namespaces):
             port = f"p{r}"
             ip(self.hub, "link", "add", port, "type", "veth", "peer", "name", "eth0", "netns", ns)
             ip(self.hub, "link", "set", port, "master", "br0", "up")
             ip(ns, "addr", "add", f"{self.addresses[r]}/16", "dev", "eth0")
             ip(ns, "link", "set", "eth0", "up")
-            for args in tc.peer_side("eth0", **self.shape):
-                self._tc(ns, args)
+            if self.mechanism == "netfilter":
+                self._impair_by_netfilter(r, ns)
+                for args in tc.peer_side("eth0", bandwidth=self.shape["bandwidth"]):
+                    self._tc(ns, args)
+            else:
+                for args in tc.peer_side("eth0", **self.shape):
+                    self._tc(ns, args)
             for args in tc.hub_side(port, self.shape["bandwidth"]):
                 self._tc(self.hub, args)
 
@@ -127,10 +154,64 @@ class Network:
                              "or drop network.latency/jitter/loss")
         raise NetemError(f"tc in {ns}: `tc {' '.join(args)}` failed: {r.stderr.strip()}")
 
+    def _has_netem(self):
+        """Whether this kernel has the netem qdisc: tried on the hub's loopback, then removed."""
+        add = ["ip", "netns", "exec", self.hub, "tc", "qdisc", "add", "dev", "lo", "root", "netem", "delay", "1ms"]
+        if subprocess.run(add, capture_output=True).returncode != 0:
+            return False
+        subprocess.run(["ip", "netns", "exec", self.hub, "tc", "qdisc", "del", "dev", "lo", "root"],
+                       capture_output=True)
+        return True
+
+    def _check_netfilter(self):
+        """Raises NetemError naming what the netfilter path lacks (iptables, murmur-delay)."""
+        missing = "this kernel has no netem qdisc (sch_netem), and "
+        if shutil.which("iptables") is None:
+            raise NetemError(missing + "emulating loss or latency without it needs iptables "
+                             "(apt-get install iptables); or drop network.latency/jitter/loss")
+        if (self.shape["latency"] or self.shape["jitter"]) and not os.access(self.delay_tool, os.X_OK):
+            raise NetemError(missing + f"emulating latency without it needs murmur-delay, not found at "
+                             f"{self.delay_tool} (build it: apt-get install libnetfilter-queue-dev, then "
+                             "cmake --build build; or set MURMUR_DELAY)")
+
+    def _iptables(self, ns, args):
+        run(["ip", "netns", "exec", ns, "iptables"] + args, f"iptables in {ns}")
+
+    def _impair_by_netfilter(self, rank, ns):
+        """Loss: an iptables statistic rule drops that share of what the peer receives. Latency and
+        jitter: murmur-delay holds the rest in NFQUEUE 0 of the peer's namespace. The delayer binds
+        the queue before the rule sends anything to it; it dies with the namespace."""
+        if self.shape["loss"]:
+            p = tc.percent(self.shape["loss"]) / 100
+            self._iptables(ns, ["-A", "INPUT", "-i", "eth0", "-m", "statistic", "--mode", "random",
+                                "--probability", f"{p:.8f}", "-j", "DROP"])
+        if not (self.shape["latency"] or self.shape["jitter"]):
+            return
+        limit = max(10000, int(tc.rate_bps(self.shape["bandwidth"]) / 8 / 1500)) if self.shape["bandwidth"] else 100000
+        cmd = self.exec_prefix(rank) + [
+            self.delay_tool, "--queue", "0", "--limit", str(limit), "--seed", str(rank + 1),
+            "--delay-us", f"{tc.seconds(self.shape['latency'] or '0ms') * 1e6:.0f}",
+            "--jitter-us", f"{tc.seconds(self.shape['jitter'] or '0ms') * 1e6:.0f}"]
+        with tempfile.TemporaryFile(mode="w+") as errors:  # a file: nobody must drain it later
+            delayer = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=errors, text=True,
+                                       start_new_session=True)
+            line = delayer.stdout.readline().strip()  # "ready", or EOF if it failed
+            delayer.stdout.close()
+            self.delayers.append(delayer)
+            if line != "ready":
+                delayer.wait()
+                errors.seek(0)
+                raise NetemError(f"murmur-delay in {ns} did not start: {errors.read().strip()}")
+        self._iptables(ns, ["-A", "INPUT", "-i", "eth0", "-j", "NFQUEUE", "--queue-num", "0"])
+
     def down(self):
         """Kills what still runs inside and deletes the namespaces (idempotent, never raises)."""
-        remove_namespaces(list(reversed(self.created)))
+        remove_namespaces(list(reversed(self.created)))  # kills the delayers too
         self.created = []
+        for delayer in self.delayers:
+            delayer.kill()
+            delayer.wait()
+        self.delayers = []
         if self.reaper is not None and self.reaper.poll() is None:
             self.reaper.stdin.close()  # EOF: the reaper finds nothing left and exits
             self.reaper.wait()
