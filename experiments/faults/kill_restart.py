@@ -51,12 +51,22 @@ def launch(args, out, env):
 
 
 def restart(args, out, rank, env):
-    """The command murmur-launch gave this peer, run again by hand."""
+    """The command murmur-launch gave this peer, run again by hand; its output goes to
+    <out>/restarted.log (a pipe nobody drains could fill and stop it)."""
     cmd = [args.peer, "--out", out, "--rank", str(rank), "--world-size", "4", "--config",
            os.path.abspath(args.config), "--set", f"transport.rendezvous_dir={out}/rendezvous"]
     cmd += sets(args) + ["--set", "run.on_peer_failure=continue"]
-    return subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                            start_new_session=True)
+    with open(os.path.join(out, "restarted.log"), "w") as log:
+        return subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+
+
+def rejoined(out):
+    """Whether the restarted peer was taken back by its neighbors (it logs "rejoined at step")."""
+    try:
+        with open(os.path.join(out, "restarted.log")) as f:
+            return "rejoined at step" in f.read()
+    except OSError:
+        return False
 
 
 def wait_all(procs, deadline):
@@ -116,7 +126,7 @@ def main():
         again = restart(args, out, rank, env)
         finished = wait_all([launcher, again], t0 + args.timeout)
         avg, peers = results(out)
-        rejoined = again.returncode == 0
+        back = rejoined(out)
         if not finished or avg is None:
             hangs += not finished
             print(f"run {i}: killed rank {rank} at {at:.1f} s: {'HUNG' if not finished else 'no average'}",
@@ -127,12 +137,13 @@ def main():
         off += abs(delta) > args.tolerance
         print(f"run {i}: killed rank {rank} at {at:.1f} s, restarted: average model {100 * avg:.2f}% "
               f"({delta:+.2f} points), peers {' '.join(f'{100 * a:.2f}' for a in peers)}, "
-              f"rejoined: {'yes' if rejoined else 'no'}, {time.time() - t0:.0f} s", flush=True)
+              f"rejoined: {'yes' if back else 'no (trained alone)'}, {time.time() - t0:.0f} s", flush=True)
         rows.append({"run": i, "rank": rank, "at_s": at, "hung": False, "average": avg,
-                     "delta_points": delta, "peers": peers, "rejoined": rejoined})
+                     "delta_points": delta, "peers": peers, "rejoined": back,
+                     "restart_exit": again.returncode})
     deltas = [r["delta_points"] for r in rows if "delta_points" in r]
-    print(f"{len(rows)} runs: {hangs} hung, {off} more than {args.tolerance} point(s) off; "
-          f"largest |delta| {max(map(abs, deltas)) if deltas else float('nan'):.2f} points")
+    print(f"{len(rows)} runs: {hangs} hung, {off} more than {args.tolerance} point(s) off, "
+          f"{sum(bool(r.get('rejoined')) for r in rows)} rejoined; largest |delta| {max(map(abs, deltas)) if deltas else float('nan'):.2f} points")
     with open(os.path.join(args.out, "results.json"), "w") as f:
         json.dump({"reference": ref_avg, "runs": rows}, f, indent=1)
     sys.exit(1 if hangs or off else 0)

@@ -28,6 +28,7 @@ import tempfile
 import time
 
 SKIP = 77
+SCALE = 1  # --time-scale: sanitizer builds stretch the bounds below (MURMUR_TEST_TIMEOUT_SCALE)
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, os.path.join(ROOT, "tools"))
@@ -104,7 +105,7 @@ def slow_lossy_peers(peer, tmp):
                                "{latency: 20ms, jitter: 5ms, loss: 1%}"))
     out = os.path.join(tmp, "slow")
     p = subprocess.run([os.path.join(ROOT, "tools", "murmur-launch"), "-n", "2", cfg, "--peer", peer, "--out", out],
-                       capture_output=True, text=True, timeout=180)
+                       capture_output=True, text=True, timeout=180 * SCALE)
     if p.returncode != 0:
         fail(f"murmur-launch across latency and loss exited {p.returncode}:\n{p.stdout[-3000:]}\n{p.stderr}")
     check("latency 20ms, jitter 5ms, loss 1%" in p.stdout, "murmur-launch says it made the slow, lossy network")
@@ -122,7 +123,7 @@ def launch_two_peers(peer, tmp):
         f.write(CONFIG)
     out = os.path.join(tmp, "run")
     p = subprocess.run([os.path.join(ROOT, "tools", "murmur-launch"), "-n", "2", cfg, "--peer", peer, "--out", out],
-                       capture_output=True, text=True, timeout=180)
+                       capture_output=True, text=True, timeout=180 * SCALE)
     if p.returncode != 0:
         fail(f"murmur-launch over the emulated network exited {p.returncode}:\n{p.stdout[-3000:]}\n{p.stderr}")
     check(True, "murmur-launch over the emulated network exits 0")
@@ -169,10 +170,11 @@ def partition(peer, tmp):
                 .replace("every_steps: 5", "every_steps: 1000"))
     out = os.path.join(tmp, "partition")
     p = subprocess.Popen([os.path.join(ROOT, "tools", "murmur-launch"), "-n", "3", cfg, "--peer", peer, "--out", out,
-                          "--keep-going", "--set", "transport.peer_timeout_ms=3000", "--set", "run.log_every=1"],
+                          "--keep-going", "--set", f"transport.peer_timeout_ms={3000 * SCALE}",
+                          "--set", "run.log_every=1"],
                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
     try:
-        deadline = time.time() + 90
+        deadline = time.time() + 90 * SCALE
         while time.time() < deadline and min(steps_done(out, r) for r in range(3)) < 20 and p.poll() is None:
             time.sleep(0.1)
         cut_at = [steps_done(out, r) for r in range(3)]
@@ -180,10 +182,10 @@ def partition(peer, tmp):
         hub = [n for n in ours(p.pid) if n.endswith("-hub")]
         check(len(hub) == 1, "the run's hub namespace is there")
         subprocess.run(["ip", "-n", hub[0], "link", "set", "p2", "down"], check=True)
-        output, _ = p.communicate(timeout=120)
+        output, _ = p.communicate(timeout=120 * SCALE)
     except subprocess.TimeoutExpired:
         os.killpg(p.pid, signal.SIGKILL)
-        fail("the partitioned run did not finish within 120 s (a hang)")
+        fail(f"the partitioned run did not finish within {120 * SCALE} s (a hang)")
     if p.returncode != 0:
         fail(f"the partitioned run exited {p.returncode}:\n{output[-3000:]}")
     check(True, f"the partitioned run finishes (rank 2 cut off after step {max(cut_at)})")
@@ -234,7 +236,10 @@ def not_root():
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--peer", required=True)
+    ap.add_argument("--time-scale", type=int, default=1, help="multiplies the time bounds (sanitizer builds)")
     args = ap.parse_args()
+    global SCALE
+    SCALE = args.time_scale
     if os.geteuid() != 0 or not shutil.which("ip") or not shutil.which("tc"):
         print("netem_test: skipped: needs root and iproute2 (ip, tc)")
         return SKIP
