@@ -1,9 +1,12 @@
 // Setup and teardown of the libfabric backend: provider choice, fabric objects, name swap.
 #include "transport/ofi/transport.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <bit>
 #include <cstring>
+#include <random>
 
 #include <fmt/format.h>
 #include <rdma/fi_cm.h>
@@ -148,6 +151,15 @@ void Transport::open(const TransportConfig& config) {
   fid_ep* ep = nullptr;
   MURMUR_FI_CHECK(fi_endpoint(domain, info_.get(), &ep, nullptr));
   ep_.reset(ep);
+  if (std::strcmp(info_->fabric_attr->prov_name, "shm") == 0) {
+    // shm names its shared-memory region after the process id ("<pid>:<uid>:<n>" in
+    // /dev/shm). A process killed with SIGKILL leaves its region behind, and a later process
+    // that gets the same pid (pid_max is often 32768) then fails fi_enable with "Device or
+    // resource busy". A random part makes every region's name new.
+    std::random_device entropy;
+    const std::string name = fmt::format("murmur-{}-{:08x}{:08x}", ::getpid(), entropy(), entropy());
+    MURMUR_FI_CHECK(fi_setname(&ep->fid, const_cast<char*>(name.c_str()), name.size() + 1));
+  }
   MURMUR_FI_CHECK(fi_ep_bind(ep, &av->fid, 0));
   MURMUR_FI_CHECK(fi_ep_bind(ep, &cq->fid, FI_TRANSMIT | FI_RECV));
   MURMUR_FI_CHECK(fi_enable(ep));
