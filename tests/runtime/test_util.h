@@ -6,6 +6,8 @@
 #include <random>
 #include <string>
 
+#include "tests/time_scale.h"
+
 namespace murmur::testing {
 
 // A fresh directory under the system temp dir, removed on destruction.
@@ -32,10 +34,12 @@ struct CommandResult {
   std::string output;  // stdout and stderr together
 };
 
-// Runs `command` through the shell under `timeout`, so a hang fails the test instead of CI.
+// Runs `command` through the shell under `timeout` (stretched in sanitizer builds), so a hang
+// fails the test instead of CI.
 inline CommandResult run_command(const std::string& command, int timeout_s = 120) {
   CommandResult r;
-  const std::string full = "timeout -k 5 " + std::to_string(timeout_s) + " " + command + " 2>&1";
+  const std::string full = "timeout -k 5 " + std::to_string(scaled_ms(timeout_s * 1000) / 1000) +
+                           " " + command + " 2>&1";
   FILE* pipe = popen(full.c_str(), "r");
   if (pipe == nullptr) return r;
   char buf[4096];
