@@ -38,7 +38,7 @@ struct CommandResult {
 // fails the test instead of CI.
 inline CommandResult run_command(const std::string& command, int timeout_s = 120) {
   CommandResult r;
-  const std::string full = "timeout -k 5 " + std::to_string(scaled_ms(timeout_s * 1000) / 1000) +
+  const std::string full = "timeout -k 5 " + std::to_string(timeout_s * kTimeScale) +
                            " " + command + " 2>&1";
   FILE* pipe = popen(full.c_str(), "r");
   if (pipe == nullptr) return r;

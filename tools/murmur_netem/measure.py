@@ -126,20 +126,8 @@ def delivered(net, src, dst, count=2000, timeout=120):
 
 def stream(net, src, dst, nbytes, timeout=300):
     """{"bytes", "seconds", "gbit_s", "rtt_s"} of nbytes from rank src to rank dst of `net`."""
-    here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    env = dict(os.environ, PYTHONPATH=here)
-    mod = [sys.executable, "-m", "murmur_netem.measure"]
-    server = subprocess.Popen(net.exec_prefix(dst) + mod + ["serve", net.addresses[dst], str(PORT)],
-                              stdout=subprocess.PIPE, text=True, env=env)
-    try:
-        if server.stdout.readline().strip() != "ready":
-            raise RuntimeError("measure: the receiving side did not start")
-        out = subprocess.run(net.exec_prefix(src) + mod + ["send", net.addresses[dst], str(PORT), str(nbytes)],
-                             capture_output=True, text=True, env=env, timeout=timeout, check=True).stdout
-        r = json.loads(out)
-    finally:
-        server.kill()
-        server.wait()
+    r, _ = _pair(net, src, dst, ["serve", net.addresses[dst], str(PORT)],
+                 ["send", net.addresses[dst], str(PORT), str(nbytes)], timeout)
     r["gbit_s"] = r["bytes"] * 8 / r["seconds"] / 1e9
     return r
 

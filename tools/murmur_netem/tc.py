@@ -46,6 +46,12 @@ def tbf_args(bandwidth):
     return ["tbf", "rate", f"{int(bps)}bit", "burst", str(burst), "limit", str(limit)]
 
 
+def queue_packets(bandwidth=""):
+    """Packets a delaying queue may hold: a second of 1500-byte packets at the rate, at least
+    10000 (100000 on an unlimited link)."""
+    return max(10000, int(rate_bps(bandwidth) / 8 / 1500)) if bandwidth else 100000
+
+
 def netem_args(latency="", jitter="", loss="", bandwidth=""):
     """netem for delay, jitter and loss; its queue holds a second of packets at the rate."""
     args = ["netem"]
@@ -55,8 +61,7 @@ def netem_args(latency="", jitter="", loss="", bandwidth=""):
             args += [f"{seconds(jitter) * 1e6:.0f}us"]
     if loss:
         args += ["loss", f"{percent(loss)}%"]
-    packets = int(rate_bps(bandwidth) / 8 / 1500) if bandwidth else 100000
-    return args + ["limit", str(max(10000, packets))]
+    return args + ["limit", str(queue_packets(bandwidth))]
 
 
 def peer_side(dev, bandwidth="", latency="", jitter="", loss=""):
