@@ -259,6 +259,16 @@ void read_section(const Source& src, const YAML::Node& node, const std::string& 
 }
 
 YAML::Node parse_yaml(const std::string& text, std::string_view origin, bool show_line) {
+  // yaml-cpp takes a text whose first two bytes hold 00, FE or FF for UTF-16 or UTF-32 (a
+  // byte-order mark, or the zero bytes of ASCII in those) and transcodes it: bytes that are not
+  // UTF-8 would come back as other, valid-looking text that no longer reads back the same
+  // (found by tools/fuzz). Configs are UTF-8; no UTF-8 text starts so.
+  for (std::size_t i = 0; i < std::min<std::size_t>(2, text.size()); ++i) {
+    const auto byte = static_cast<unsigned char>(text[i]);
+    if (byte == 0x00 || byte == 0xfe || byte == 0xff) {
+      throw ConfigError(fmt::format("{}: not UTF-8 text (starts like UTF-16 or UTF-32)", origin));
+    }
+  }
   try {
     return YAML::Load(text);
   } catch (const YAML::Exception& e) {
