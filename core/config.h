@@ -195,7 +195,9 @@ struct TransportConfig {
   int connect_timeout_ms = 30000;
   int recv_timeout_ms = 60000;
   // run.on_peer_failure=continue: a neighbor silent this long (or whose connection closes) is
-  // dropped from the mixing weights and the run goes on without it.
+  // dropped from the mixing weights and the run goes on without it. On tcp, silent means not
+  // even a heartbeat (sent every fifth of this, at most every second) arrives: a live neighbor
+  // that is slow to send its message is waited for, up to recv_timeout_ms.
   int peer_timeout_ms = 10000;
   std::int64_t max_frame_bytes = std::int64_t{1} << 30;
   std::int64_t chunk_bytes = std::int64_t{1} << 20;  // pipelining unit of large transfers

@@ -14,6 +14,11 @@ namespace murmur::optimizers {
 
 namespace {
 
+// A ring waits on each member for the peer timeout, heard or not (unlike the gossip algorithms'
+// wait_live): a member that has left a broken ring for the agreement is alive and sends
+// heartbeats, but will never send its part. Waiting for it longer kept the others out of the
+// agreement until it had given up on them (seen in tests). A slow member that misses the peer
+// timeout is not lost either: it answers the agreement, and the ring is tried again.
 transport::CollectiveOptions with_timeout(transport::CollectiveOptions o, const LiveSet& live) {
   o.timeout = live.peer_timeout();
   return o;

@@ -10,8 +10,12 @@
 
 namespace murmur::optimizers {
 
-LiveSet::LiveSet(int world_size, int rank, std::chrono::milliseconds peer_timeout)
-    : rank_(rank), peer_timeout_(peer_timeout), alive_from_(world_size, kAlways) {}
+LiveSet::LiveSet(int world_size, int rank, std::chrono::milliseconds peer_timeout,
+                 std::chrono::milliseconds message_timeout)
+    : rank_(rank),
+      peer_timeout_(peer_timeout),
+      message_timeout_(std::max(peer_timeout, message_timeout)),
+      alive_from_(world_size, kAlways) {}
 
 bool LiveSet::alive(int r, std::int64_t step) const {
   if (r == rank_) return true;
@@ -34,6 +38,7 @@ void LiveSet::mark_dead(int r, std::string_view why) {
   }
   log().warn("rank {}: lost rank {} ({}); dropping it from the mixing weights and going on "
              "(run.on_peer_failure: continue)", rank_, r, why);
+  if (on_dead_) on_dead_(r);
 }
 
 void LiveSet::revive(int r, std::int64_t from_step) {
@@ -111,15 +116,21 @@ topology::RankMixing renormalize(const topology::RankMixing& m, const LiveSet& l
 bool wait_live(transport::Transport& transport, transport::Request& request, LiveSet& live,
                const char* what) {
   const int peer = request.state()->peer;
+  transport::WaitEnd end{};
   try {
-    if (transport.wait(request, transport::deadline_after(live.peer_timeout()))) return true;
+    end = transport::wait_heard(transport, request, live.peer_timeout(), live.message_timeout());
+    if (end == transport::WaitEnd::kDone) return true;
   } catch (const PeerLost& e) {
     live.mark_dead(peer, e.what());
     return false;
   }
   transport.cancel(request);  // the buffer may be reused once we return
-  live.mark_dead(peer, fmt::format("{} silent for transport.peer_timeout_ms = {}", what,
-                                   live.peer_timeout().count()));
+  live.mark_dead(peer, end == transport::WaitEnd::kSilent
+                           ? fmt::format("{}: the rank sent nothing for transport.peer_timeout_ms "
+                                         "= {}", what, live.peer_timeout().count())
+                           : fmt::format("{}: heard, but the message did not come within "
+                                         "transport.recv_timeout_ms = {}", what,
+                                         live.message_timeout().count()));
   return false;
 }
 

@@ -1,13 +1,16 @@
 // Which ranks this peer believes alive, shared by the averaging algorithm, the runtime's final
 // average and the rejoin protocol (run.on_peer_failure=continue). A rank is marked dead when its
-// connection fails or it stays silent past transport.peer_timeout_ms; a rank that rejoins is
-// alive again from an agreed step on. Also: the mixing weights renormalized over the live
+// connection fails or it stays silent past transport.peer_timeout_ms (silent: on tcp, not even a
+// heartbeat arrives, so a live peer that is slow to send its message is waited for, up to
+// transport.recv_timeout_ms; on the other backends, its message does not arrive). A rank that
+// rejoins is alive again from an agreed step on. Also: the mixing weights renormalized over the live
 // neighbors, and a neighbor exchange that survives a neighbor's death. LiveSet is thread-safe
 // (the communication thread marks deaths while the training thread reads); mu_ is a leaf lock.
 #pragma once
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <limits>
 #include <mutex>
 #include <span>
@@ -24,12 +27,20 @@ class RecvSlots;
 
 class LiveSet {
  public:
-  LiveSet(int world_size, int rank, std::chrono::milliseconds peer_timeout);
+  // `message_timeout` (transport.recv_timeout_ms; at least peer_timeout): how long a message
+  // from a peer that is heard (heartbeats) but does not send it is waited for.
+  LiveSet(int world_size, int rank, std::chrono::milliseconds peer_timeout,
+          std::chrono::milliseconds message_timeout = std::chrono::milliseconds(0));
 
   int world_size() const { return static_cast<int>(alive_from_.size()); }
   int rank() const { return rank_; }
   // How long a neighbor may stay silent before it is declared dead.
   std::chrono::milliseconds peer_timeout() const { return peer_timeout_; }
+  std::chrono::milliseconds message_timeout() const { return message_timeout_; }
+  // Called (outside the lock) with each rank mark_dead takes out, once: the runtime drops the
+  // connection (Transport::drop), so that the dead rank, if it lives after all, learns it at
+  // once instead of waiting on a rank that no longer talks to it. Set before use.
+  void on_dead(std::function<void(int)> hook) { on_dead_ = std::move(hook); }
 
   // True iff `r` takes part in the averaging of `step` (this rank always does).
   bool alive(int r, std::int64_t step) const;
@@ -57,6 +68,8 @@ class LiveSet {
   static constexpr std::int64_t kAlways = std::numeric_limits<std::int64_t>::min();
   int rank_;
   std::chrono::milliseconds peer_timeout_;
+  std::chrono::milliseconds message_timeout_;
+  std::function<void(int)> on_dead_;
   mutable std::mutex mu_;                // guards every member below (leaf)
   std::vector<std::int64_t> alive_from_;  // per rank: first step it averages in; kDead if dead
   std::uint64_t version_ = 0;
@@ -74,8 +87,8 @@ enum class Renormalize { kRow, kColumn };
 topology::RankMixing renormalize(const topology::RankMixing& m, const LiveSet& live,
                                  std::int64_t step, Renormalize how);
 
-// exchange_into_slots (comm_thread.h) that survives a neighbor's death: waits at most
-// live.peer_timeout() per request, marks a neighbor dead when its request fails (PeerLost) or
+// exchange_into_slots (comm_thread.h) that survives a neighbor's death: waits for each request
+// as wait_live does, marks a neighbor dead when its request fails (PeerLost) or
 // times out (the request is cancelled), and returns, per rank of recv_from, whether its message
 // arrived whole. ProtocolError and other errors still throw.
 std::vector<bool> exchange_live(transport::Transport& transport, transport::Tag tag,
@@ -83,9 +96,10 @@ std::vector<bool> exchange_live(transport::Transport& transport, transport::Tag 
                                 std::span<const int> send_to, RecvSlots& slots,
                                 std::span<const int> recv_from, LiveSet& live);
 
-// Waits for `request` at most live.peer_timeout(); returns true iff it completed. Otherwise (a
-// PeerLost, or the timeout, after which the request is cancelled) marks its peer dead naming
-// `what`, and returns false.
+// Waits for `request` while its peer is heard (wait_heard: silent at most live.peer_timeout(),
+// and at most live.message_timeout() in all); returns true iff it completed. Otherwise (a
+// PeerLost, a silence or the timeout, after which the request is cancelled) marks its peer dead
+// naming `what`, and returns false.
 bool wait_live(transport::Transport& transport, transport::Request& request, LiveSet& live,
                const char* what);
 

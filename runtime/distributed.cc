@@ -43,7 +43,11 @@ Distributed::Distributed(const ExperimentConfig& config, int rank, Arena& params
   if (config.run.on_peer_failure == "continue") {
     live_ = std::make_unique<optimizers::LiveSet>(
         config.world.size, transport_->rank(),
-        std::chrono::milliseconds(config.transport.peer_timeout_ms));
+        std::chrono::milliseconds(config.transport.peer_timeout_ms),
+        std::chrono::milliseconds(config.transport.recv_timeout_ms));
+    // A rank given up for dead is told so, by the connection closing (tcp): a false death (a
+    // partition that heals) ends with both sides apart, not with one waiting on the other.
+    live_->on_dead([t = transport_.get()](int r) { t->drop(r); });
   }
   optimizers::AveragingContext ctx{config.algorithm,  config.topology, config.transport,
                                    *transport_,       *params_region_, params.flat(),

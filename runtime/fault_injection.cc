@@ -6,6 +6,8 @@
 #include <charconv>
 #include <cstdlib>
 #include <string>
+#include <thread>
+#include <vector>
 
 #include <fmt/format.h>
 
@@ -15,45 +17,71 @@
 namespace murmur::runtime {
 
 namespace {
-constexpr const char* kVariable = "MURMUR_FAULT_KILL";
+constexpr const char* kKill = "MURMUR_FAULT_KILL";
+constexpr const char* kStall = "MURMUR_FAULT_STALL";
 
-std::int64_t parse_int(std::string_view s, std::string_view spec) {
-  std::int64_t v = 0;
-  auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
-  if (ec != std::errc() || end != s.data() + s.size() || v < 0) {
-    throw ConfigError(fmt::format("{}={}: expected rank:step[,rank:step...] with whole numbers",
-                                  kVariable, spec));
-  }
-  return v;
-}
-}  // namespace
-
-std::int64_t fault_kill_step(std::string_view spec, int rank) {
-  std::int64_t found = 0;
+// The items of `spec` ("a:b[,a:b...]", each of `fields` whole numbers) whose first field is
+// `rank`, without it; the last one wins. Throws ConfigError naming `variable` and the form.
+std::vector<std::int64_t> parse_for_rank(std::string_view spec, int rank, const char* variable,
+                                         std::size_t fields, const char* form) {
+  auto bad = [&] {
+    return ConfigError(fmt::format("{}={}: expected {} with whole numbers", variable, spec, form));
+  };
+  std::vector<std::int64_t> found;
   std::string_view rest = spec;
   while (!rest.empty()) {
     const auto comma = rest.find(',');
-    const std::string_view item = rest.substr(0, comma);
+    std::string_view item = rest.substr(0, comma);
     rest = comma == std::string_view::npos ? std::string_view{} : rest.substr(comma + 1);
-    const auto colon = item.find(':');
-    if (colon == std::string_view::npos) parse_int("x", spec);  // throws with the message
-    const auto r = parse_int(item.substr(0, colon), spec);
-    const auto step = parse_int(item.substr(colon + 1), spec);
-    if (r == rank) found = step;
+    std::vector<std::int64_t> values;
+    for (;;) {
+      const auto colon = item.find(':');
+      const std::string_view field = item.substr(0, colon);
+      std::int64_t v = 0;
+      auto [end, ec] = std::from_chars(field.data(), field.data() + field.size(), v);
+      if (ec != std::errc() || end != field.data() + field.size() || v < 0) throw bad();
+      values.push_back(v);
+      if (colon == std::string_view::npos) break;
+      item = item.substr(colon + 1);
+    }
+    if (values.size() != fields) throw bad();
+    if (values[0] == rank) found.assign(values.begin() + 1, values.end());
   }
   return found;
 }
 
-std::int64_t fault_kill_step_from_env(int rank) {
-  const char* v = std::getenv(kVariable);
-  return v == nullptr ? 0 : fault_kill_step(v, rank);
+std::string_view env(const char* variable) {
+  const char* v = std::getenv(variable);
+  return v == nullptr ? std::string_view{} : std::string_view{v};
+}
+}  // namespace
+
+std::int64_t fault_kill_step(std::string_view spec, int rank) {
+  const auto v = parse_for_rank(spec, rank, kKill, 2, "rank:step[,rank:step...]");
+  return v.empty() ? 0 : v[0];
 }
 
+std::int64_t fault_kill_step_from_env(int rank) { return fault_kill_step(env(kKill), rank); }
+
 void kill_self(int rank, std::int64_t step) {
-  log().warn("rank {}: {} asks for SIGKILL after step {}: killing myself", rank, kVariable, step);
+  log().warn("rank {}: {} asks for SIGKILL after step {}: killing myself", rank, kKill, step);
   log().flush();
   ::kill(::getpid(), SIGKILL);
   std::abort();  // not reached
+}
+
+FaultStall fault_stall(std::string_view spec, int rank) {
+  const auto v = parse_for_rank(spec, rank, kStall, 3, "rank:step:ms[,rank:step:ms...]");
+  if (v.empty()) return {};
+  return {v[0], std::chrono::milliseconds(v[1])};
+}
+
+FaultStall fault_stall_from_env(int rank) { return fault_stall(env(kStall), rank); }
+
+void stall_self(int rank, const FaultStall& stall) {
+  log().warn("rank {}: {} asks for a {} ms stall after step {}: sleeping", rank, kStall,
+             stall.pause.count(), stall.step);
+  std::this_thread::sleep_for(stall.pause);
 }
 
 }  // namespace murmur::runtime

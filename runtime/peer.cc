@@ -159,6 +159,7 @@ class Trainer {
         prune_checkpoints(dir_, config_.checkpoint.keep);
       }
       if (step_ == kill_at_step_) kill_self(rank_, step_);
+      if (step_ == stall_.step) stall_self(rank_, stall_);
     }
     std::filesystem::remove(dir_ / "running");  // ended cleanly: a restart is no rejoin
     PeerResult result;
@@ -421,6 +422,7 @@ class Trainer {
   std::int64_t step_ = 0;
   std::int64_t first_step_ = 0;
   std::int64_t kill_at_step_ = fault_kill_step_from_env(rank_);  // 0 = never (tests only)
+  FaultStall stall_ = fault_stall_from_env(rank_);                 // tests only
   double compute_s_ = 0;
   double comm_s_ = 0;
   double wait_s_ = 0;

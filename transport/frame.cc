@@ -39,7 +39,8 @@ FrameHeader decode(const FrameBytes& b, std::uint64_t max_frame_bytes, std::stri
   }
   FrameHeader h;
   auto kind = load_le<std::uint16_t>(&b[kKindAt]);
-  if (kind != static_cast<std::uint16_t>(FrameKind::kData)) {
+  if (kind != static_cast<std::uint16_t>(FrameKind::kData) &&
+      kind != static_cast<std::uint16_t>(FrameKind::kHeartbeat)) {
     throw fail(fmt::format("unknown frame kind {}", kind));
   }
   h.kind = static_cast<FrameKind>(kind);
@@ -56,6 +57,9 @@ FrameHeader decode(const FrameBytes& b, std::uint64_t max_frame_bytes, std::stri
   if (h.offset > h.total || h.length > h.total - h.offset) {
     throw fail(fmt::format("payload [{}, +{}) outside its message of {} bytes", h.offset,
                            h.length, h.total));
+  }
+  if (h.kind == FrameKind::kHeartbeat && (h.tag | h.length | h.offset | h.total) != 0) {
+    throw fail("a heartbeat with a tag, a length, an offset or a total");
   }
   return h;
 }

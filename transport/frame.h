@@ -1,7 +1,9 @@
 // The wire format of a data frame: a fixed 48-byte little-endian header (magic, version, kind,
 // tag, payload length, offset of the payload in its message, message total, CRC32C) followed by
 // the payload. A message larger than transport.chunk_bytes travels as several frames of one tag,
-// in order. The CRC32C covers the header (with the crc field zero) and the payload, and is checked
+// in order. A heartbeat is a header alone (kind 2, every other field zero but the CRC), sent on
+// an idle connection so that the other end can tell a live peer that has nothing to say from a
+// dead or cut-off one. The CRC32C covers the header (with the crc field zero) and the payload, and is checked
 // on receipt. Pure functions; thread-safe.
 #pragma once
 
@@ -19,7 +21,7 @@ inline constexpr std::uint32_t kFrameMagic = 0x464d524d;  // "MRMF"
 inline constexpr std::uint32_t kHandshakeMagic = 0x484d524d;  // "MRMH"
 inline constexpr std::uint16_t kWireVersion = 1;
 
-enum class FrameKind : std::uint16_t { kData = 1 };
+enum class FrameKind : std::uint16_t { kData = 1, kHeartbeat = 2 };
 
 struct FrameHeader {
   FrameKind kind = FrameKind::kData;
@@ -35,7 +37,7 @@ using FrameBytes = std::array<std::byte, FrameHeader::kBytes>;
 // Encodes `h` with its crc field as given.
 FrameBytes encode(const FrameHeader& h);
 // Decodes and checks magic, version, kind, length <= max_frame_bytes and offset + length <=
-// total, before the caller allocates anything for the payload. Throws ProtocolError naming
+// total (a heartbeat: tag, length, offset and total all zero), before the caller allocates anything for the payload. Throws ProtocolError naming
 // `peer` ("rank 3 (10.0.0.2:4000)") and the field at fault.
 FrameHeader decode(const FrameBytes& bytes, std::uint64_t max_frame_bytes, std::string_view peer);
 

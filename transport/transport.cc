@@ -1,5 +1,7 @@
 #include "transport/transport.h"
 
+#include <algorithm>
+
 #include "core/error.h"
 
 namespace murmur::transport {
@@ -27,6 +29,25 @@ bool wait_all(Transport& transport, std::span<Request> requests, Deadline deadli
     if (r.valid() && !transport.wait(r, deadline)) return false;
   }
   return true;
+}
+
+WaitEnd wait_heard(Transport& transport, Request& request, std::chrono::milliseconds silence,
+                   std::chrono::milliseconds timeout) {
+  const auto start = Clock::now();
+  const Deadline end = start + timeout;
+  // A silence is noticed within a tenth of itself (and within 100 ms).
+  const Clock::duration slice = std::clamp<Clock::duration>(
+      silence / 10, std::chrono::milliseconds(1), std::chrono::milliseconds(100));
+  for (;;) {
+    if (transport.wait(request, std::min(end, Clock::now() + slice))) return WaitEnd::kDone;
+    const auto now = Clock::now();
+    // Counted from the call at most: a connection this wait has only just started may not have
+    // been heard yet.
+    const auto quiet = transport.silent_for(request.state()->peer);
+    const Clock::duration silent = quiet ? std::min(*quiet, now - start) : now - start;
+    if (silent >= silence) return WaitEnd::kSilent;
+    if (now >= end) return WaitEnd::kTimedOut;
+  }
 }
 
 }  // namespace murmur::transport

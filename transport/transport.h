@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <exception>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -114,6 +115,15 @@ class Transport {
   // Gives up on a pending request (after a timeout) so that its buffer may be reused.
   virtual void cancel(Request& request) = 0;
 
+  // How long `peer` has sent nothing at all (not a message, not a heartbeat), for backends that
+  // keep their connections alive with heartbeats (tcp); nullopt where the backend cannot tell a
+  // silent peer from a busy one (ucx, ofi, inproc). Tells a dead or cut-off peer from a slow one.
+  virtual std::optional<Clock::duration> silent_for(int peer) const { return std::nullopt; }
+  // Gives `peer` up for dead: closes what connects us, so that its end finds us gone too instead
+  // of waiting on a rank that no longer talks to it. Where a backend keeps no connection of its
+  // own (ucx, ofi, inproc), does nothing.
+  virtual void drop(int peer) {}
+
   // Byte counters since construction, for metrics.
   virtual std::uint64_t bytes_sent() const = 0;
   virtual std::uint64_t bytes_received() const = 0;
@@ -122,5 +132,15 @@ class Transport {
 // Waits for every request in turn; throws the first failure. Returns false if the deadline
 // passed before all completed.
 bool wait_all(Transport& transport, std::span<Request> requests, Deadline deadline);
+
+// How a wait_heard ended.
+enum class WaitEnd { kDone, kSilent, kTimedOut };
+// Waits for `request` until it completes (kDone), or its peer has been silent (silent_for) for
+// `silence` (kSilent), or `timeout` has passed since the call (kTimedOut): a live peer that is
+// slow to send is waited for, up to `timeout`; a dead or cut-off one is given up after `silence`.
+// Where the backend cannot tell (silent_for is nullopt), the peer counts as silent from the call
+// on. Throws as wait() does; the request stays pending unless kDone.
+WaitEnd wait_heard(Transport& transport, Request& request, std::chrono::milliseconds silence,
+                   std::chrono::milliseconds timeout);
 
 }  // namespace murmur::transport

@@ -1,4 +1,5 @@
-// MURMUR_FAULT_KILL parsing: which rank dies after which step, and clear errors for bad specs.
+// MURMUR_FAULT_KILL and MURMUR_FAULT_STALL parsing: which rank dies (or stalls) after which step,
+// and clear errors for bad specs.
 #include <catch2/catch.hpp>
 
 #include "core/error.h"
@@ -16,6 +17,18 @@ TEST_CASE("MURMUR_FAULT_KILL names the step after which a rank dies", "[faults]"
   CHECK_THROWS_AS(fault_kill_step("2:x", 2), ConfigError);
   CHECK_THROWS_AS(fault_kill_step("-1:4", 2), ConfigError);
   CHECK_THROWS_WITH(fault_kill_step("2:3:4", 2), Catch::Contains("MURMUR_FAULT_KILL"));
+}
+
+TEST_CASE("MURMUR_FAULT_STALL names a rank's step and pause", "[faults]") {
+  CHECK(fault_stall("", 1).step == 0);
+  CHECK(fault_stall("1:5:6000", 1).step == 5);
+  CHECK(fault_stall("1:5:6000", 1).pause == std::chrono::milliseconds(6000));
+  CHECK(fault_stall("1:5:6000", 0).step == 0);
+  CHECK(fault_stall("0:1:2,3:40:100", 3).pause == std::chrono::milliseconds(100));
+  CHECK_THROWS_AS(fault_stall("1:5", 1), ConfigError);
+  CHECK_THROWS_AS(fault_stall("1:5:x", 1), ConfigError);
+  CHECK_THROWS_AS(fault_stall("1:5:6:7", 1), ConfigError);
+  CHECK_THROWS_WITH(fault_stall("1::6", 1), Catch::Contains("MURMUR_FAULT_STALL"));
 }
 
 }  // namespace

@@ -51,6 +51,16 @@ void wait_until_dead(const std::filesystem::path& out, int rank) {
   }
 }
 
+// murmur-launch of 4 peers on the synthetic task in continue mode (--keep-going), with `env`
+// (the fault to inject) before it and `sets` after the config.
+murmur::testing::CommandResult launch4(const std::string& env, const std::filesystem::path& config,
+                                       const std::string& sets, const std::filesystem::path& out) {
+  return run_command("env " + env + " " + std::string(MURMUR_SOURCE_DIR) +
+                     "/tools/murmur-launch --peer " + binary("murmur-peer") + " -n 4 " +
+                     config.string() + " " + sets + " --out " + out.string() + " --keep-going",
+                     150);
+}
+
 }  // namespace
 
 TEST_CASE("a killed peer is dropped and the survivors finish", "[faults][multiproc]") {
@@ -65,11 +75,7 @@ TEST_CASE("a killed peer is dropped and the survivors finish", "[faults][multipr
   std::ofstream(config) << kSyntheticYaml;
   const auto out = dir.path() / "run";
   // Rank 2 SIGKILLs itself after step 300 (of 1280), whatever the machine's speed.
-  auto r = run_command("env MURMUR_FAULT_KILL=2:300 " + std::string(MURMUR_SOURCE_DIR) +
-                       "/tools/murmur-launch --peer " +
-                       binary("murmur-peer") + " -n 4 " + config.string() +
-                       " --set algorithm.name=" + algorithm + " " + extra + " --out " +
-                       out.string() + " --keep-going", 150);
+  auto r = launch4("MURMUR_FAULT_KILL=2:300", config, "--set algorithm.name=" + algorithm + " " + extra, out);
   INFO(r.output);
   CHECK(r.exit_code == 1);  // peer 2 failed; the others did not
   CHECK_THAT(r.output, Catch::Contains("peer 2 exited with signal SIGKILL"));
@@ -85,6 +91,31 @@ TEST_CASE("a killed peer is dropped and the survivors finish", "[faults][multipr
   CHECK(finished == 3);
   REQUIRE(summary.contains("average_model"));
   CHECK(summary["average_model"]["test_accuracy"].get<double>() > 0.8);
+}
+
+TEST_CASE("a stalled peer is waited for, not dropped", "[faults][multiproc]") {
+  // Rank 1's training thread sleeps 3 peer timeouts after step 100: its neighbors wait on its
+  // message all that time. Its transport is alive and sends heartbeats, so they must not count
+  // it as dead (before heartbeats they did, after one peer timeout).
+  const auto [algorithm, extra] = GENERATE(table<std::string, std::string>({
+      {"dpsgd", "--set topology.graph=ring"},
+      {"allreduce", ""},
+  }));
+  CAPTURE(algorithm);
+  TempDir dir;
+  const auto config = dir.path() / "synthetic.yaml";
+  std::ofstream(config) << kSyntheticYaml;
+  const auto out = dir.path() / "run";
+  auto r = launch4("MURMUR_FAULT_STALL=1:100:6000", config,
+                   "--set train.epochs=10 --set algorithm.name=" + algorithm + " " + extra, out);
+  INFO(r.output);
+  REQUIRE(r.exit_code == 0);
+  CHECK_THAT(r.output, Catch::Contains("6000 ms stall after step 100"));
+  CHECK_THAT(r.output, !Catch::Contains("lost rank"));
+  const auto summary = read_json(out / "summary.json");
+  REQUIRE(summary["peers"].size() == 4);
+  for (const auto& p : summary["peers"]) CHECK(p["steps"] == kSteps / 4);
+  CHECK(summary["average_model"]["ranks"].size() == 4);
 }
 
 TEST_CASE("a killed peer restarted with the same command rejoins", "[faults][multiproc]") {
@@ -113,10 +144,7 @@ TEST_CASE("a killed peer restarted with the same command rejoins", "[faults][mul
   });
   // Rank 2 SIGKILLs itself after step 300 (its checkpoint of step 300 written); the thread above
   // restarts it, without the variable, once it is gone.
-  auto r = run_command(secret + "env MURMUR_FAULT_KILL=2:300 " + std::string(MURMUR_SOURCE_DIR) +
-                       "/tools/murmur-launch --peer " +
-                       binary("murmur-peer") + " -n 4 " + config.string() + sets + " --out " +
-                       out.string() + " --keep-going", 150);
+  auto r = launch4("MURMUR_SECRET=faults-test-secret MURMUR_FAULT_KILL=2:300", config, sets, out);
   killer.join();
   INFO(r.output << "\n--- restarted rank 2 ---\n" << restart_output);
   CHECK(restart_code == 0);

@@ -1,5 +1,6 @@
 // The tcp backend against a hand-written peer on a raw socket: corrupted frames, absurd length
-// fields, a wrong shared secret, and an intruder who skips the proof. The transport under test
+// fields, a wrong shared secret, an intruder who skips the proof, and heartbeats (a peer is heard
+// while it beats, silent once it stops; drop() closes the connection). The transport under test
 // is rank 1 of a world of 2; the raw socket plays rank 0 (the lower rank dials).
 #include <catch2/catch.hpp>
 
@@ -8,9 +9,11 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <thread>
 
 #include "core/error.h"
 #include "tests/time_scale.h"
@@ -78,6 +81,11 @@ class RawPeer {
     Proof proof{honest ? handshake_mac(secret, kProofLabel, hello, reply.nonce, 1) : Mac{}};
     write(encode(proof));
   }
+  void heartbeat() {
+    FrameHeader h{FrameKind::kHeartbeat, 0, 0, 0, 0, 0};
+    h.crc = header_crc(h);
+    write(encode(h));
+  }
   void frame(Tag tag, std::vector<std::byte> payload, bool corrupt, std::uint64_t length_field) {
     FrameHeader h{FrameKind::kData, tag, length_field, 0, length_field, 0};
     h.crc = payload_crc(header_crc(h), payload);
@@ -90,10 +98,15 @@ class RawPeer {
   int fd_ = -1;
 };
 
+TransportConfig with_peer_timeout(TransportConfig c, int peer_timeout_ms) {
+  c.peer_timeout_ms = peer_timeout_ms;
+  return c;
+}
+
 struct Receiver {
-  explicit Receiver(const std::string& secret)
+  explicit Receiver(const std::string& secret, int peer_timeout_ms = 10000)
       : rendezvous(std::make_shared<MemoryRendezvous>()),
-        transport(config_with_secret(secret), 1, 2, rendezvous),
+        transport(with_peer_timeout(config_with_secret(secret), peer_timeout_ms), 1, 2, rendezvous),
         buffer(4096),
         region(transport.register_region(buffer)) {}
   std::shared_ptr<MemoryRendezvous> rendezvous;
@@ -170,6 +183,70 @@ TEST_CASE("tcp: an intruder without the secret cannot inject a message", "[trans
   REQUIRE(rx.transport.wait(r, soon()));
   CHECK(rx.buffer[0] == std::byte{7});
   CHECK(rank0.wait(s, soon()));
+}
+
+TEST_CASE("tcp: a peer that beats is waited for; one that stops is found silent", "[transport][tcp]") {
+  Receiver rx("s3cret");
+  Request r = rx.transport.recv(0, 4, *rx.region, {0, 4096});
+  RawPeer peer(rx.transport.local_address());
+  peer.handshake("s3cret");
+  // The hand-written rank 0 beats every 20 ms for a while, then falls silent (but stays
+  // connected, as a cut-off or frozen process would), and never sends the message.
+  const auto beating = std::chrono::milliseconds(800);
+  std::atomic<bool> stop{false};
+  peer.may_be_refused = true;  // no REQUIRE on the beating thread (Catch2 is not thread-safe)
+  std::thread beats([&] {
+    const auto until = Clock::now() + beating;
+    while (Clock::now() < until && !stop) {
+      peer.heartbeat();
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+  });
+  const auto silence = murmur::testing::scaled(std::chrono::milliseconds(300));
+  const auto start = Clock::now();
+  // While it beats, a wait bounded by 200 ms ends at its bound, not for silence.
+  CHECK(wait_heard(rx.transport, r, silence, std::chrono::milliseconds(200)) == WaitEnd::kTimedOut);
+  // Then, with a long bound, the wait ends once the beats have stopped for `silence`.
+  const WaitEnd end = wait_heard(rx.transport, r, silence, murmur::testing::scaled(std::chrono::seconds(20)));
+  const auto waited = Clock::now() - start;
+  stop = true;
+  beats.join();
+  CHECK(end == WaitEnd::kSilent);
+  CHECK(waited >= beating);
+  CHECK(rx.transport.silent_for(0).value() >= silence);
+  rx.transport.cancel(r);
+}
+
+TEST_CASE("tcp: an idle connection carries the transport's own heartbeats", "[transport][tcp]") {
+  Receiver rx("s3cret", /*peer_timeout_ms=*/100);  // a heartbeat every 20 ms
+  Request r = rx.transport.recv(0, 4, *rx.region, {0, 4096});
+  RawPeer peer(rx.transport.local_address());
+  peer.handshake("s3cret");
+  FrameBytes header;
+  REQUIRE(peer.read(header));  // nothing else is sent on this connection
+  const FrameHeader h = decode(header, 1 << 20, "rank 1");
+  CHECK(h.kind == FrameKind::kHeartbeat);
+  CHECK(h.crc == header_crc(h));
+  rx.transport.cancel(r);
+}
+
+TEST_CASE("tcp: drop() closes the connection, and the peer stays dropped", "[transport][tcp]") {
+  Receiver rx("s3cret");
+  Request r = rx.transport.recv(0, 4, *rx.region, {0, 4096});
+  RawPeer peer(rx.transport.local_address());
+  peer.handshake("s3cret");
+  peer.frame(8, std::vector<std::byte>(10, std::byte{1}), false, 10);  // connected and heard
+  Request first = rx.transport.recv(0, 8, *rx.region, {0, 4096});
+  REQUIRE(rx.transport.wait(first, soon()));
+  rx.transport.drop(0);
+  CHECK_THROWS_AS(rx.transport.wait(r, soon()), PeerLost);  // pending work fails at once
+  // The hand-written peer reads EOF (past any heartbeat that was already on its way).
+  FrameBytes header;
+  bool open = true;
+  for (int i = 0; i < 1000 && open; ++i) open = peer.read(header);
+  CHECK_FALSE(open);
+  Request later = rx.transport.recv(0, 9, *rx.region, {0, 4096});
+  CHECK_THROWS_WITH(rx.transport.wait(later, soon()), Catch::Contains("counts it as dead"));
 }
 
 }  // namespace

@@ -40,6 +40,24 @@ TEST_CASE("frame headers round-trip and reject bad fields", "[transport]") {
   CHECK_THROWS_AS(decode(encode(wrapping), 1 << 20, "peer"), ProtocolError);
 }
 
+TEST_CASE("a heartbeat frame is a header alone", "[transport]") {
+  FrameHeader beat{FrameKind::kHeartbeat, 0, 0, 0, 0, 0};
+  beat.crc = header_crc(beat);
+  FrameHeader d = decode(encode(beat), 1 << 20, "peer");
+  CHECK(d.kind == FrameKind::kHeartbeat);
+  CHECK(d.crc == header_crc(d));
+  // A heartbeat that claims a payload (or a tag) is a confused or hostile peer.
+  FrameHeader with_payload = beat;
+  with_payload.length = with_payload.total = 16;
+  CHECK_THROWS_WITH(decode(encode(with_payload), 1 << 20, "peer"), Catch::Contains("heartbeat"));
+  FrameHeader with_tag = beat;
+  with_tag.tag = 7;
+  CHECK_THROWS_AS(decode(encode(with_tag), 1 << 20, "peer"), ProtocolError);
+  FrameBytes unknown = encode(beat);
+  unknown[6] = std::byte{3};  // kind 3
+  CHECK_THROWS_WITH(decode(unknown, 1 << 20, "peer"), Catch::Contains("unknown frame kind 3"));
+}
+
 TEST_CASE("frame CRC covers the header and the payload", "[transport]") {
   std::vector<std::byte> payload(300, std::byte{5});
   FrameHeader h{FrameKind::kData, 1, 300, 0, 300, 0};

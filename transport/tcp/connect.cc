@@ -20,6 +20,7 @@ void tune(Socket& s) {
 
 void Context::connect(Peer& p) {
   p.state = Peer::State::kConnecting;
+  heard(p);  // its silence counts from here: the connect timeout covers a peer that never comes
   p.connect_deadline = deadline_after(std::chrono::milliseconds(config_.connect_timeout_ms));
   if (rank_ < p.rank) asio::co_spawn(io_, dial(p), asio::detached);
   // Otherwise accept_loop() hands us the socket; the watchdog enforces the deadline.
@@ -29,7 +30,8 @@ void Context::on_connected(Peer& p, std::shared_ptr<Socket> socket) {
   tune(*socket);
   p.socket = std::move(socket);
   p.state = Peer::State::kReady;
-  p.last_progress = Clock::now();
+  p.last_progress = p.last_sent = Clock::now();
+  heard(p);
   asio::co_spawn(io_, read_loop(p), asio::detached);
   if (!p.sends.empty() && !p.writing) {
     p.writing = true;

@@ -20,22 +20,32 @@ asio::awaitable<void> Context::write_loop(Peer& p) {
     std::size_t offset = 0;
     p.last_progress = Clock::now();  // the stall clock starts with this message
     try {
-      do {
-        std::size_t length = std::min(chunk, op->size - offset);
-        FrameHeader h{FrameKind::kData, op->tag, length, offset, op->size, 0};
-        h.crc = payload_crc(header_crc(h), {op->data + offset, length});
+      if (op->heartbeat) {
+        FrameHeader h{FrameKind::kHeartbeat, 0, 0, 0, 0, 0};
+        h.crc = header_crc(h);
         FrameBytes header = encode(h);
-        // Scatter-gather: the header and the caller's bytes go out in one write, uncopied.
-        std::array<asio::const_buffer, 2> buffers{asio::buffer(header),
-                                                  asio::buffer(op->data + offset, length)};
-        co_await asio::async_write(*socket, buffers, asio::use_awaitable);
-        if (p.generation != generation) co_return;  // reset() failed our ops already
-        p.last_progress = Clock::now();
-        sent_ += length;
-        offset += length;
-      } while (offset < op->size);
+        co_await asio::async_write(*socket, asio::buffer(header), asio::use_awaitable);
+        if (p.generation != generation) co_return;
+        p.last_progress = p.last_sent = Clock::now();
+      } else {
+        do {
+          std::size_t length = std::min(chunk, op->size - offset);
+          FrameHeader h{FrameKind::kData, op->tag, length, offset, op->size, 0};
+          h.crc = payload_crc(header_crc(h), {op->data + offset, length});
+          FrameBytes header = encode(h);
+          // Scatter-gather: the header and the caller's bytes go out in one write, uncopied.
+          std::array<asio::const_buffer, 2> buffers{asio::buffer(header),
+                                                    asio::buffer(op->data + offset, length)};
+          co_await asio::async_write(*socket, buffers, asio::use_awaitable);
+          if (p.generation != generation) co_return;  // reset() failed our ops already
+          p.last_progress = p.last_sent = Clock::now();
+          sent_ += length;
+          offset += length;
+        } while (offset < op->size);
+      }
     } catch (const boost::system::system_error& e) {
-      if (p.generation != generation) co_return;
+      // Closing: the socket was half-closed under a heartbeat; leave it to the linger.
+      if (p.generation != generation || closing_) co_return;
       if (!p.error) {
         fail(p, std::make_exception_ptr(PeerLost(fmt::format(
                     "{}: lost {} while sending {} bytes (tag {}): {}", self(), p.describe(),
@@ -139,6 +149,15 @@ asio::awaitable<void> Context::read_loop(Peer& p) {
       p.mid_frame = true;
       p.last_progress = Clock::now();
       FrameHeader h = decode(header, max_frame, p.describe());
+      heard(p);
+      if (h.kind == FrameKind::kHeartbeat) {
+        if (header_crc(h) != h.crc) {
+          throw ProtocolError(fmt::format("{}: heartbeat from {}: CRC32C mismatch", self(),
+                                          p.describe()));
+        }
+        p.mid_frame = false;
+        continue;
+      }
       std::byte* into = place(p, h);
       if (h.length > 0) {
         co_await asio::async_read(*socket, asio::buffer(into, h.length), asio::use_awaitable);
@@ -197,6 +216,9 @@ asio::awaitable<void> Context::watchdog() {
                     "{}: {} stalled for transport.recv_timeout_ms = {} while {}", self(),
                     p.describe(), config_.recv_timeout_ms,
                     p.mid_frame ? "receiving a frame" : "sending"))));
+      } else if (p.state == Peer::State::kReady && !p.error && !p.writing && !closing_ &&
+                 now - p.last_sent >= heartbeat_every_) {
+        send_heartbeat(p);
       }
     }
   }

@@ -1,6 +1,7 @@
 // Construction, teardown, the user-thread API and matching of tcp::Transport.
 #include "transport/tcp/transport.h"
 
+#include <algorithm>
 #include <cstring>
 #include <future>
 
@@ -38,10 +39,19 @@ Context::Context(const TransportConfig& config, int rank, int world_size,
       world_size_(world_size),
       secret_(load_secret(config)),
       rendezvous_(std::move(rendezvous)),
-      acceptor_(io_) {
+      acceptor_(io_),
+      heard_(static_cast<std::size_t>(std::max(world_size, 0))) {
   if (rank < 0 || rank >= world_size) {
     throw ConfigError(fmt::format("tcp: rank {} outside a world of {}", rank, world_size));
   }
+  // Five heartbeats per peer timeout: a peer is declared silent only after several in a row
+  // went missing, not after one late one. Never more than one a second: timeouts of minutes
+  // do not need more, and 10 ms at least, so that a tiny timeout does not flood the link.
+  heartbeat_every_ = std::clamp<Clock::duration>(
+      std::chrono::milliseconds(config.peer_timeout_ms) / 5, std::chrono::milliseconds(10),
+      std::chrono::seconds(1));
+  const Clock::rep start = Clock::now().time_since_epoch().count();
+  for (auto& h : heard_) h.store(start);
   std::string listen = rendezvous_->fixed_address(rank).value_or(
       fmt::format("{}:{}", config.host, config.port));
   auto endpoint = parse_endpoint(listen, "transport.host/port");
@@ -116,6 +126,39 @@ Request Context::post_recv(int peer_rank, Tag tag, std::byte* data, std::size_t 
   op->capacity = capacity;
   asio::post(io_, [this, op] { start_recv(op); });
   return Request(op);
+}
+
+void Context::heard(const Peer& p) {
+  heard_[static_cast<std::size_t>(p.rank)].store(Clock::now().time_since_epoch().count(),
+                                                 std::memory_order_relaxed);
+}
+
+Clock::duration Context::silent_for(int rank) const {
+  const Clock::time_point last{Clock::duration(
+      heard_.at(static_cast<std::size_t>(rank)).load(std::memory_order_relaxed))};
+  return std::max(Clock::duration::zero(), Clock::now() - last);
+}
+
+void Context::send_heartbeat(Peer& p) {
+  auto op = std::make_shared<SendOp>();
+  op->peer = p.rank;
+  op->heartbeat = true;
+  p.sends.push_back(op);
+  p.writing = true;
+  asio::co_spawn(io_, write_loop(p), asio::detached);
+}
+
+void Context::drop(int rank) {
+  std::promise<void> done;
+  asio::post(io_, [&] {
+    Peer& p = peer(rank);
+    if (p.state != Peer::State::kFailed) {
+      fail(p, std::make_exception_ptr(PeerLost(fmt::format(
+                  "{}: dropped {}: this rank counts it as dead", self(), p.describe()))));
+    }
+    done.set_value();
+  });
+  done.get_future().wait();
 }
 
 void Context::complete(RequestState& op, std::exception_ptr error) {
@@ -304,6 +347,14 @@ bool Transport::wait(Request& request, Deadline deadline) {
 
 void Transport::cancel(Request& request) {
   if (request.valid()) context_->cancel(request.shared());
+}
+
+std::optional<Clock::duration> Transport::silent_for(int peer) const {
+  return context_->silent_for(peer);
+}
+
+void Transport::drop(int peer) {
+  if (peer >= 0 && peer < context_->world_size_ && peer != context_->rank_) context_->drop(peer);
 }
 
 std::uint64_t Transport::bytes_sent() const { return context_->sent_.load(); }

@@ -30,6 +30,7 @@ using Socket = asio::ip::tcp::socket;
 struct SendOp : RequestState {
   const std::byte* data = nullptr;
   std::size_t size = 0;
+  bool heartbeat = false;  // a header-only heartbeat frame (queued by the watchdog), no data
 };
 struct RecvOp : RequestState {
   std::byte* data = nullptr;
@@ -70,6 +71,7 @@ struct Peer {
   std::exception_ptr error;  // once set, every pending and later op fails with it
   Deadline connect_deadline{};
   Clock::time_point last_progress{};
+  Clock::time_point last_sent{};  // the last frame written: a heartbeat is due when long ago
   bool mid_frame = false;
   bool reading = false;
   // A rank seen to die may come back (restarted, with a new address): each connection is one
@@ -92,10 +94,14 @@ class Context {
   bool wait(RequestState& op, Deadline deadline);
   void cancel(const std::shared_ptr<RequestState>& op);
 
-  // --- I/O thread ---
   Peer& peer(int rank);
   void start_send(const std::shared_ptr<SendOp>& op);
   void start_recv(const std::shared_ptr<RecvOp>& op);
+  // Transport::silent_for and drop.
+  Clock::duration silent_for(int rank) const;
+  void drop(int rank);
+
+  // --- I/O thread ---
   void complete(RequestState& op, std::exception_ptr error = nullptr);
   void fail(Peer& p, std::exception_ptr error);
   // A failed peer back to kIdle for a fresh connection: whatever was pending on the old one
@@ -113,6 +119,8 @@ class Context {
   asio::awaitable<void> watchdog();
   std::byte* place(Peer& p, const FrameHeader& h);
   void deliver(Peer& p, const FrameHeader& h);
+  void heard(const Peer& p);           // a frame (or a connection attempt) from p, now
+  void send_heartbeat(Peer& p);
   std::string self() const;  // "tcp: rank 0 (127.0.0.1:4000)"
 
   // Declared in creation order; io_ outlives everything that posts to it.
@@ -128,6 +136,10 @@ class Context {
   std::vector<std::byte> discard_;  // payloads of messages nobody will receive
   bool closing_ = false;
   std::atomic<int> open_reads_{0};
+  // Per rank: when a frame last arrived from it (or this rank began connecting to it), in
+  // steady-clock ticks; written by the I/O thread, read by silent_for() on the user's thread.
+  std::vector<std::atomic<Clock::rep>> heard_;
+  Clock::duration heartbeat_every_{};
   std::atomic<std::uint64_t> sent_{0};
   std::atomic<std::uint64_t> received_{0};
   std::mutex mu_;  // guards the done-flag wake-up only (leaf lock)

@@ -42,6 +42,11 @@ class Transport final : public transport::Transport {
   // A recv whose bytes are being written, or a send partly written, cannot be taken back from
   // the stream: cancelling one closes that connection (the peer sees PeerLost).
   void cancel(Request& request) override;
+  // Every connection carries a heartbeat frame when it has been idle for a fifth of
+  // transport.peer_timeout_ms (at most a second), and every frame that arrives counts as heard.
+  std::optional<Clock::duration> silent_for(int peer) const override;
+  // Closes the connection to `peer` (its end sees PeerLost); it comes back only restarted.
+  void drop(int peer) override;
   std::uint64_t bytes_sent() const override;
   std::uint64_t bytes_received() const override;
 
