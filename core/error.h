@@ -51,6 +51,13 @@ class PeerLost : public TransportError {
   using TransportError::TransportError;
 };
 
+// A peer that has left the run in order (finished, or stopped by a signal), as the rendezvous
+// says: nobody will answer for it.
+class PeerLeft : public PeerLost {
+ public:
+  using PeerLost::PeerLost;
+};
+
 // A peer sent bytes that break the wire format: magic, version, length bound or checksum.
 class ProtocolError : public TransportError {
  public:

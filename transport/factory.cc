@@ -1,5 +1,7 @@
 #include "transport/factory.h"
 
+#include <fmt/format.h>
+
 #include "core/error.h"
 #include "transport/rendezvous.h"
 #include "transport/tcp/bootstrap.h"
@@ -12,6 +14,25 @@
 #endif
 
 namespace murmur::transport {
+
+namespace {
+
+// ucx and ofi peers swap their worker addresses once, at start, over a TcpBootstrap that closes
+// once they have met: a peer started into a run whose others met long ago (one restarted after a
+// crash) finds their bootstraps gone. Says so, rather than only that a rank has left.
+template <class Make>
+std::unique_ptr<Transport> met_over_bootstrap(const std::string& backend, int rank, Make make) {
+  try {
+    return make();
+  } catch (const PeerLeft& e) {
+    throw PeerLeft(fmt::format(
+        "{}: rank {}: could not meet its peers over the bootstrap: {} ({} peers meet once, at "
+        "start, and close their bootstraps then: a peer restarted into a running run cannot "
+        "rejoin it; rejoin needs transport.backend: tcp)", backend, rank, e.what(), backend));
+  }
+}
+
+}  // namespace
 
 std::unique_ptr<Transport> make_transport(const TransportConfig& given, int rank, int world_size) {
   TransportConfig config = given;
@@ -40,14 +61,18 @@ std::unique_ptr<Transport> make_transport(const TransportConfig& given, int rank
   }
 #ifdef MURMUR_WITH_UCX
   if (b == "ucx") {
-    TcpBootstrap bootstrap(config, rank, world_size);
-    return ucx::make_transport(config, rank, world_size, bootstrap);
+    return met_over_bootstrap("ucx", rank, [&] {
+      TcpBootstrap bootstrap(config, rank, world_size);
+      return ucx::make_transport(config, rank, world_size, bootstrap);
+    });
   }
 #endif
 #ifdef MURMUR_WITH_OFI
   if (b == "ofi") {
-    TcpBootstrap bootstrap(config, rank, world_size);
-    return ofi::make_transport(config, rank, world_size, bootstrap);
+    return met_over_bootstrap("ofi", rank, [&] {
+      TcpBootstrap bootstrap(config, rank, world_size);
+      return ofi::make_transport(config, rank, world_size, bootstrap);
+    });
   }
 #endif
   throw ConfigError("transport.backend: " + b + ": not built into this binary (built: tcp" +

@@ -11,6 +11,7 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "core/config.h"
@@ -18,10 +19,18 @@
 
 namespace murmur::transport {
 
+// What a rank that left the run in order (finished, or stopped by a signal) publishes in place of
+// its address ("left 127.0.0.1:4000"), so that a peer looking for it later (one restarted after
+// the others finished) learns at once that nobody will answer, instead of dialing until its
+// connect timeout.
+inline constexpr std::string_view kLeftMark = "left ";
+inline bool has_left(std::string_view published) { return published.starts_with(kLeftMark); }
+
 class Rendezvous {
  public:
   virtual ~Rendezvous() = default;
-  // Makes `address` the address of `rank`, for the other ranks to look up.
+  // Makes `address` the address of `rank`, for the other ranks to look up (kLeftMark first: it
+  // has left; a static list keeps its entries as they are).
   virtual void publish(int rank, const std::string& address) = 0;
   // Returns the address of `rank` if it is known now; never blocks.
   virtual std::optional<std::string> try_lookup(int rank) = 0;

@@ -161,7 +161,10 @@ TEST_CASE("a chunk of the wrong size is a ProtocolError naming the sender", "[go
     if (ctx.rank() == 1) {
       const ChunkLayout layout(kDim, 4096);
       std::vector<transport::Request> sends;
-      for (std::size_t k = 0; k < layout.count(); ++k) {
+      // Up to the bad chunk only: a later one could be landing in its receive when rank 0 gives
+      // up, and cancelling a receive that is being filled closes the connection (tcp), which
+      // then fails the ack (seen under TSan).
+      for (std::size_t k = 0; k <= 2; ++k) {
         transport::ByteRange range = layout.bytes(k);
         if (k == 2) range.size = static_cast<std::size_t>(static_cast<long>(range.size) + delta);
         sends.push_back(transport.send(

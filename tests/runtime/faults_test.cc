@@ -118,6 +118,30 @@ TEST_CASE("a stalled peer is waited for, not dropped", "[faults][multiproc]") {
   CHECK(summary["average_model"]["ranks"].size() == 4);
 }
 
+TEST_CASE("a peer restarted after the others finished goes on alone at once", "[faults][multiproc]") {
+  // The others published that they left (transport/rendezvous.h): the restarted peer learns it
+  // from the rendezvous directory instead of dialing them until its connect timeout.
+  TempDir dir;
+  const auto config = dir.path() / "synthetic.yaml";
+  std::ofstream(config) << kSyntheticYaml;
+  const auto out = dir.path() / "run";
+  const std::string sets = "--set algorithm.name=dpsgd --set topology.graph=ring --set train.epochs=10";
+  auto r = launch4("MURMUR_FAULT_KILL=2:100", config, sets, out);
+  INFO(r.output);
+  REQUIRE(r.exit_code == 1);  // rank 2 was killed; the others finished
+  auto again = run_command(binary("murmur-peer") + " --out " + out.string() +
+                           " --rank 2 --world-size 4 --config " + config.string() +
+                           " --set transport.rendezvous_dir=" + (out / "rendezvous").string() +
+                           " " + sets + " --set run.on_peer_failure=continue", 60);
+  INFO(again.output);
+  CHECK(again.exit_code == 0);
+  CHECK_THAT(again.output, Catch::Contains("rejoining"));
+  CHECK_THAT(again.output, Catch::Contains("has left the run"));
+  const auto mine = read_json(out / "rank2" / "result.json");
+  REQUIRE(mine.contains("steps"));
+  CHECK(mine["steps"] == kSteps / 4);
+}
+
 TEST_CASE("a killed peer restarted with the same command rejoins", "[faults][multiproc]") {
   // Gossip: each neighbor takes it back at its own join step; allreduce: all at one agreed round.
   const std::string algorithm = GENERATE(as<std::string>(), "dpsgd --set topology.graph=ring",

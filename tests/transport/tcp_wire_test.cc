@@ -17,6 +17,7 @@
 
 #include "core/error.h"
 #include "tests/time_scale.h"
+#include "transport/factory.h"
 #include "transport/frame.h"
 #include "transport/handshake.h"
 #include "transport/rendezvous.h"
@@ -247,6 +248,41 @@ TEST_CASE("tcp: drop() closes the connection, and the peer stays dropped", "[tra
   CHECK_FALSE(open);
   Request later = rx.transport.recv(0, 9, *rx.region, {0, 4096});
   CHECK_THROWS_WITH(rx.transport.wait(later, soon()), Catch::Contains("counts it as dead"));
+}
+
+TEST_CASE("tcp: a rank that left in order is PeerLost at once, from either side", "[transport][tcp]") {
+  auto rendezvous = std::make_shared<MemoryRendezvous>();
+  TransportConfig c = config_with_secret("s3cret");
+  c.connect_timeout_ms = murmur::testing::scaled_ms(120000);  // far past what the test waits
+  { tcp::Transport gone(c, 1, 3, rendezvous); }  // listens, publishes, and leaves in order
+  CHECK(has_left(rendezvous->try_lookup(1).value_or("")));
+  tcp::Transport dialer(c, 0, 3, rendezvous);    // the lower rank: would dial rank 1
+  tcp::Transport awaiter(c, 2, 3, rendezvous);   // the higher: would await rank 1's dial
+  std::vector<std::byte> a(16), b(16);
+  auto ra = dialer.register_region(a), rb = awaiter.register_region(b);
+  Request from_dialer = dialer.recv(1, 1, *ra, {0, 16});
+  Request from_awaiter = awaiter.recv(1, 1, *rb, {0, 16});
+  CHECK_THROWS_WITH(dialer.wait(from_dialer, soon()), Catch::Contains("has left the run"));
+  CHECK_THROWS_WITH(awaiter.wait(from_awaiter, soon()), Catch::Contains("has left the run"));
+}
+
+TEST_CASE("a ucx or ofi peer started after the others met is told that rejoin needs tcp", "[transport][tcp]") {
+  for (const std::string& backend : process_backends()) {
+    if (backend == "tcp") continue;
+    CAPTURE(backend);
+    const auto dir = std::filesystem::temp_directory_path() /
+                     ("murmur-left-" + backend + "-" + std::to_string(::getpid()));
+    std::filesystem::remove_all(dir);
+    std::filesystem::create_directories(dir);
+    // Rank 0 met its peers long ago and closed its bootstrap in order: its file says it left.
+    std::ofstream(dir / "bootstrap-rank-0.addr") << kLeftMark << "127.0.0.1:9";
+    TransportConfig c = config_with_secret("s3cret");
+    c.backend = backend;
+    c.rendezvous_dir = dir.string();
+    c.connect_timeout_ms = murmur::testing::scaled_ms(120000);  // far past what the test waits
+    CHECK_THROWS_WITH(make_transport(c, 1, 2), Catch::Contains("rejoin needs transport.backend: tcp"));
+    std::filesystem::remove_all(dir);
+  }
 }
 
 }  // namespace

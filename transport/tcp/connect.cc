@@ -44,6 +44,7 @@ asio::awaitable<void> Context::dial(Peer& p) {
   auto socket = std::make_shared<Socket>(io_);
   // Retry until the deadline: with a static list the peer may not be listening yet.
   while (p.state == Peer::State::kConnecting) {
+    if (fail_if_left(p)) co_return;
     if (p.address.empty()) p.address = rendezvous_->try_lookup(p.rank).value_or("");
     if (!p.address.empty()) {
       auto colon = p.address.rfind(':');

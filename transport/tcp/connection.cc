@@ -201,6 +201,12 @@ asio::awaitable<void> Context::watchdog() {
     for (auto& slot : peers_) {
       if (!slot) continue;
       Peer& p = *slot;
+      // Awaiting the dial of a rank that has left in order: say so now, not at the deadline
+      // (the rendezvous is read every tenth tick).
+      if (p.state == Peer::State::kConnecting && rank_ > p.rank && ++p.watch_ticks % 10 == 0 &&
+          fail_if_left(p)) {
+        continue;
+      }
       if (p.state == Peer::State::kConnecting && now >= p.connect_deadline) {
         // Name what was awaited: the peer's address, or where it should have been published.
         const std::string awaited =

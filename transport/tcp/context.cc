@@ -94,6 +94,14 @@ Context::~Context() {
       p->socket->close(ec);
     }
   }
+  // Not on a crash (no destructor runs): a rank that died may be restarted, and its peers must
+  // then wait for it.
+  try {
+    rendezvous_->publish(rank_, std::string(kLeftMark) + address_);
+  } catch (const std::exception& e) {
+    spdlog::warn("{}: could not say in the {} that this rank left: {}", self(),
+                 rendezvous_->describe(), e.what());
+  }
 }
 
 std::string Context::self() const { return fmt::format("tcp: rank {} ({})", rank_, address_); }
@@ -223,7 +231,15 @@ void Context::reset(Peer& p) {
 bool Context::came_back(const Peer& p) {
   if (p.state != Peer::State::kFailed) return false;
   const std::string now = rendezvous_->try_lookup(p.rank).value_or("");
-  return !now.empty() && now != p.published_at_failure;
+  return !now.empty() && !has_left(now) && now != p.published_at_failure;
+}
+
+bool Context::fail_if_left(Peer& p) {
+  if (!has_left(rendezvous_->try_lookup(p.rank).value_or(""))) return false;
+  fail(p, std::make_exception_ptr(PeerLeft(fmt::format(
+              "{}: {} has left the run (it finished or was stopped in order: the {} says so)",
+              self(), p.describe(), rendezvous_->describe()))));
+  return true;
 }
 
 void Context::start_send(const std::shared_ptr<SendOp>& op) {

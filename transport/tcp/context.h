@@ -72,6 +72,7 @@ struct Peer {
   Deadline connect_deadline{};
   Clock::time_point last_progress{};
   Clock::time_point last_sent{};  // the last frame written: a heartbeat is due when long ago
+  int watch_ticks = 0;            // watchdog ticks while awaiting its dial (rendezvous reads)
   bool mid_frame = false;
   bool reading = false;
   // A rank seen to die may come back (restarted, with a new address): each connection is one
@@ -109,6 +110,8 @@ class Context {
   void reset(Peer& p);
   // True iff a failed peer has published another address since: it was restarted.
   bool came_back(const Peer& p);
+  // True iff `p` has published that it left the run in order (kLeftMark); then fails it, saying so.
+  bool fail_if_left(Peer& p);
   void connect(Peer& p);                     // connect.cc: dial or await the accept
   void on_connected(Peer& p, std::shared_ptr<Socket> socket);
   asio::awaitable<void> accept_loop();       // connect.cc
