@@ -51,6 +51,14 @@ void wait_until_dead(const std::filesystem::path& out, int rank) {
   }
 }
 
+// A fresh directory holding the synthetic task's config, and where the run goes.
+struct SyntheticRun {
+  SyntheticRun() { std::ofstream(config) << kSyntheticYaml; }
+  TempDir dir;
+  std::filesystem::path config = dir.path() / "synthetic.yaml";
+  std::filesystem::path out = dir.path() / "run";
+};
+
 // murmur-launch of 4 peers on the synthetic task in continue mode (--keep-going), with `env`
 // (the fault to inject) before it and `sets` after the config.
 murmur::testing::CommandResult launch4(const std::string& env, const std::filesystem::path& config,
@@ -70,10 +78,9 @@ TEST_CASE("a killed peer is dropped and the survivors finish", "[faults][multipr
       {"allreduce", ""},
   }));
   CAPTURE(algorithm);
-  TempDir dir;
-  const auto config = dir.path() / "synthetic.yaml";
-  std::ofstream(config) << kSyntheticYaml;
-  const auto out = dir.path() / "run";
+  const SyntheticRun run;
+  const auto& config = run.config;
+  const auto& out = run.out;
   // Rank 2 SIGKILLs itself after step 300 (of 1280), whatever the machine's speed.
   auto r = launch4("MURMUR_FAULT_KILL=2:300", config, "--set algorithm.name=" + algorithm + " " + extra, out);
   INFO(r.output);
@@ -102,10 +109,9 @@ TEST_CASE("a stalled peer is waited for, not dropped", "[faults][multiproc]") {
       {"allreduce", ""},
   }));
   CAPTURE(algorithm);
-  TempDir dir;
-  const auto config = dir.path() / "synthetic.yaml";
-  std::ofstream(config) << kSyntheticYaml;
-  const auto out = dir.path() / "run";
+  const SyntheticRun run;
+  const auto& config = run.config;
+  const auto& out = run.out;
   auto r = launch4("MURMUR_FAULT_STALL=1:100:6000", config,
                    "--set train.epochs=10 --set algorithm.name=" + algorithm + " " + extra, out);
   INFO(r.output);
@@ -121,10 +127,9 @@ TEST_CASE("a stalled peer is waited for, not dropped", "[faults][multiproc]") {
 TEST_CASE("a peer restarted after the others finished goes on alone at once", "[faults][multiproc]") {
   // The others published that they left (transport/rendezvous.h): the restarted peer learns it
   // from the rendezvous directory instead of dialing them until its connect timeout.
-  TempDir dir;
-  const auto config = dir.path() / "synthetic.yaml";
-  std::ofstream(config) << kSyntheticYaml;
-  const auto out = dir.path() / "run";
+  const SyntheticRun run;
+  const auto& config = run.config;
+  const auto& out = run.out;
   const std::string sets = "--set algorithm.name=dpsgd --set topology.graph=ring --set train.epochs=10";
   auto r = launch4("MURMUR_FAULT_KILL=2:100", config, sets, out);
   INFO(r.output);
@@ -147,10 +152,9 @@ TEST_CASE("a killed peer restarted with the same command rejoins", "[faults][mul
   const std::string algorithm = GENERATE(as<std::string>(), "dpsgd --set topology.graph=ring",
                                          "allreduce");
   CAPTURE(algorithm);
-  TempDir dir;
-  const auto config = dir.path() / "synthetic.yaml";
-  std::ofstream(config) << kSyntheticYaml;
-  const auto out = dir.path() / "run";
+  const SyntheticRun run;
+  const auto& config = run.config;
+  const auto& out = run.out;
   const std::string secret = "env MURMUR_SECRET=faults-test-secret ";
   // Long enough (12800 steps) that the others are still training when rank 2, killed after step
   // 300, has been restarted: a restart takes a second or two, the whole run about 10 s here.
