@@ -13,6 +13,8 @@
 #include "core/error.h"
 #include "core/files.h"
 #include "core/safetensors.h"
+#include "tests/python.h"
+#include "tests/skip.h"
 
 namespace fs = std::filesystem;
 using murmur::Dtype;
@@ -58,7 +60,7 @@ std::string read_error(const fs::path& file) {
   return "(no CheckpointError)";
 }
 
-bool have_numpy() { return std::system("/usr/bin/python3 -c 'import numpy' >/dev/null 2>&1") == 0; }
+bool have_numpy() { return murmur::test_python::can_import("numpy"); }
 
 }  // namespace
 
@@ -191,10 +193,7 @@ TEST_CASE("each kind of damage is a CheckpointError naming the file", "[safetens
 }
 
 TEST_CASE("safetensors files are readable by numpy by hand, and the reverse", "[safetensors][python]") {
-  if (!have_numpy()) {
-    WARN("no /usr/bin/python3 with numpy: skipping the interoperability check");
-    return;
-  }
+  if (!have_numpy()) MURMUR_SKIP("no numpy");
   TempDir dir;
   const fs::path ours = dir.path / "ours.safetensors";
   const std::vector<float> w = {0.5f, -1.f, 2.f, 3.f, 4.f, 5.f};
@@ -240,7 +239,8 @@ open(sys.argv[2], "wb").write(struct.pack("<Q", len(h)) + h + a.tobytes() + b.to
 print("OK")
 )PY"));
   const std::string cmd =
-      "/usr/bin/python3 " + script.string() + " " + ours.string() + " " + theirs.string() + " 2>&1";
+      murmur::test_python::interpreter() + " " + script.string() + " " + ours.string() + " " +
+      theirs.string() + " 2>&1";
   std::string output;
   if (FILE* p = ::popen(cmd.c_str(), "r")) {
     char buf[512];

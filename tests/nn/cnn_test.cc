@@ -1,7 +1,7 @@
 // The CNN of build_cnn (names, shapes, size checks), and a cross-check of our conv, batch norm
 // and pooling layers, and of the whole CNN, against PyTorch: both run forward and backward on
 // the same inputs and parameters (handed over in a temp dir) and must agree. The PyTorch half
-// runs when /usr/bin/python3 has torch; otherwise it is skipped with a warning.
+// runs where the test interpreter (tests/python.h) has torch; otherwise it is skipped.
 #include <catch2/catch.hpp>
 
 #include <unistd.h>
@@ -25,6 +25,8 @@
 #include "nn/flatten.h"
 #include "nn/pool.h"
 #include "nn/sequential.h"
+#include "tests/python.h"
+#include "tests/skip.h"
 
 namespace {
 
@@ -84,7 +86,7 @@ out += [m.state_dict()[b].float().flatten() for b in buffers]
 torch.cat(out).numpy().astype(np.float32).tofile(d + '/out.bin')
 )PY";
 
-bool have_torch() { return std::system("/usr/bin/python3 -c 'import torch' >/dev/null 2>&1") == 0; }
+bool have_torch() { return murmur::test_python::can_import("torch"); }
 
 struct TempDir {
   fs::path path;
@@ -163,8 +165,9 @@ void cross_check_with_torch(Sequential& net, const Shape& input, const char* kin
   in.close();
   manifest.close();
   std::ofstream(dir.path / "check.py") << kTorchScript;
-  const std::string cmd = fmt::format("/usr/bin/python3 {} {} {}", (dir.path / "check.py").string(),
-                                      kind, dir.path.string());
+  const std::string cmd =
+      fmt::format("{} {} {} {}", murmur::test_python::interpreter(),
+                  (dir.path / "check.py").string(), kind, dir.path.string());
   REQUIRE(std::system(cmd.c_str()) == 0);
 
   std::ifstream result(dir.path / "out.bin", std::ios::binary);
@@ -224,10 +227,7 @@ TEST_CASE("build_cnn rejects inputs too small for two conv+pool stages", "[nn][c
 }
 
 TEST_CASE("conv, batch norm and pooling agree with PyTorch", "[nn][cnn][torch]") {
-  if (!have_torch()) {
-    WARN("no torch in /usr/bin/python3: PyTorch cross-check skipped");
-    return;
-  }
+  if (!have_torch()) MURMUR_SKIP("no torch");
   Sequential net;
   net.emplace<murmur::nn::Conv2d>("conv_a", 2, 4, 3, 1, 1);
   net.emplace<murmur::nn::BatchNorm2d>("bn", 4);
@@ -241,10 +241,7 @@ TEST_CASE("conv, batch norm and pooling agree with PyTorch", "[nn][cnn][torch]")
 }
 
 TEST_CASE("the CNN agrees with PyTorch", "[nn][cnn][torch]") {
-  if (!have_torch()) {
-    WARN("no torch in /usr/bin/python3: PyTorch cross-check skipped");
-    return;
-  }
+  if (!have_torch()) MURMUR_SKIP("no torch");
   Sequential net;
   murmur::nn::build_cnn(net, {1, 28, 28}, 10);
   cross_check_with_torch(net, {1, 28, 28}, "cnn", 6);

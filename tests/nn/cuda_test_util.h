@@ -1,6 +1,7 @@
 // Shared by the [cuda] tests: the no-GPU skip, host<->device vectors, and the error measure.
-// Catch2 v2 has no SKIP(): a test without a device WARNs and returns. Each comparison prints a
-// "cuda-check:" line to stdout, which tools/gpu-check collects into its table.
+// A test without a device prints "SKIPPED: no GPU" and returns (tests/skip.h), which ctest counts
+// as skipped. Each comparison prints a "cuda-check:" line to stdout, which tools/gpu-check
+// collects into its table.
 #pragma once
 
 #include <algorithm>
@@ -15,16 +16,15 @@
 #include "core/rng.h"
 #include "nn/cuda/check.h"
 #include "nn/cuda/device.h"
+#include "tests/skip.h"
 
 namespace murmur::nn::cuda::testing {
 
-// Returns from the test case with a warning where no CUDA device is visible.
-#define MURMUR_REQUIRE_GPU()                                                            \
-  do {                                                                                  \
-    if (::murmur::nn::cuda::device_count() == 0) {                                      \
-      WARN("no GPU: cudaGetDeviceCount failed or found 0 devices; CUDA check skipped"); \
-      return;                                                                           \
-    }                                                                                   \
+// Skips the test case where no CUDA device is visible (cudaGetDeviceCount failed or found 0).
+// tools/gpu-check looks for "no GPU" in the output.
+#define MURMUR_REQUIRE_GPU()                                            \
+  do {                                                                  \
+    if (::murmur::nn::cuda::device_count() == 0) MURMUR_SKIP("no GPU"); \
   } while (0)
 
 constexpr double kTolerance = 1e-3;  // the bound on float32 relative error

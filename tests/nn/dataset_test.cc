@@ -14,6 +14,7 @@
 
 #include "core/error.h"
 #include "nn/synthetic.h"
+#include "tests/skip.h"
 
 namespace fs = std::filesystem;
 using murmur::DataConfig;
@@ -122,10 +123,8 @@ TEST_CASE("synthetic train and test share centres, and are learnable", "[nn][dat
 
 TEST_CASE("Fashion-MNIST from Debian's package", "[nn][dataset]") {
   DataConfig c;
-  if (!fs::exists(fs::path(c.path) / "t10k-images-idx3-ubyte.gz")) {
-    WARN("dataset-fashion-mnist not installed at " << c.path);
-    return;
-  }
+  if (!fs::exists(fs::path(c.path) / "t10k-images-idx3-ubyte.gz"))
+    MURMUR_SKIP("no Fashion-MNIST at " << c.path << " (Debian package dataset-fashion-mnist)");
   const Dataset test = load_dataset(c, 0, false);
   CHECK(test.size == 10000);
   CHECK(test.channels == 1);

@@ -1,6 +1,6 @@
-// Test helpers: a scratch directory and a runner for /usr/bin/python3 (with numpy) scripts, so
-// topology figures can be checked against numpy.linalg. Tests skip with WARN where numpy is
-// missing (Catch2 v2 has no SKIP).
+// Test helpers: a scratch directory and a runner for Python scripts (tests/python.h's interpreter,
+// with numpy), so topology figures can be checked against numpy.linalg. Tests where numpy is
+// missing skip with MURMUR_SKIP (tests/skip.h).
 #pragma once
 
 #include <sys/wait.h>
@@ -13,6 +13,9 @@
 #include <optional>
 #include <sstream>
 #include <string>
+
+#include "tests/python.h"
+#include "tests/skip.h"
 
 namespace murmur::topology::testing {
 
@@ -74,10 +77,8 @@ inline CommandResult run_command(const std::string& command, const std::filesyst
   return r;
 }
 
-// Returns true iff /usr/bin/python3 can import numpy.
-inline bool have_numpy() {
-  return std::system("/usr/bin/python3 -c 'import numpy' >/dev/null 2>&1") == 0;
-}
+// Returns true iff the test interpreter can import numpy.
+inline bool have_numpy() { return test_python::can_import("numpy"); }
 
 // Runs the Python `script` with `args`; returns its stdout, or nullopt (after printing its
 // output) if it exits nonzero.
@@ -85,7 +86,8 @@ inline std::optional<std::string> run_python(const std::string& script, const st
                                              const std::filesystem::path& dir) {
   const auto file = dir / "check.py";
   write_file(file, script);
-  const CommandResult r = run_command("/usr/bin/python3 " + quoted(file) + " " + args, dir);
+  const CommandResult r =
+      run_command(test_python::interpreter() + " " + quoted(file) + " " + args, dir);
   if (r.code != 0) {
     std::fprintf(stderr, "python failed (%d):\n%s%s\n", r.code, r.out.c_str(), r.err.c_str());
     return std::nullopt;
