@@ -8,7 +8,7 @@
 #include <fmt/format.h>
 
 #include "core/error.h"
-#include "topology/eigen.h"
+#include "topology/lapack_eigen.h"
 #include "topology/schedule.h"
 
 namespace murmur::topology {
@@ -26,6 +26,11 @@ bool is_symmetric(const MixingMatrix& w) {
 // The SLEM is treated as 1 within this much: rounding keeps a true 1 from being exactly 1.
 constexpr double kUnitTolerance = 1e-10;
 
+// Moduli within this much of each other (relative to the largest) count as tied. LAPACK returns
+// the unit moduli of a periodic matrix (a permutation, a bipartite W) a few ulps apart, in either
+// direction, so an exact comparison could put -1 or e^{2 pi i / n} ahead of the eigenvalue 1.
+constexpr double kTieTolerance = 1e-10;
+
 }  // namespace
 
 std::vector<std::complex<double>> eigenvalues(const MixingMatrix& w) {
@@ -35,11 +40,23 @@ std::vector<std::complex<double>> eigenvalues(const MixingMatrix& w) {
   } else {
     values = general_eigenvalues(w.w, w.n);
   }
+  // A total order first (modulus, real part, imaginary part, each largest first), so the result
+  // does not depend on the order LAPACK returns ...
   std::sort(values.begin(), values.end(), [](auto a, auto b) {
     const double ma = std::abs(a), mb = std::abs(b);
     if (ma != mb) return ma > mb;
-    return a.real() > b.real();
+    if (a.real() != b.real()) return a.real() > b.real();
+    return a.imag() > b.imag();
   });
+  // ... then each run of moduli tied with the run's first goes by real part, largest first.
+  const double tol = values.empty() ? 0.0 : kTieTolerance * std::abs(values.front());
+  for (auto first = values.begin(); first != values.end();) {
+    const double lead = std::abs(*first);
+    auto last = first + 1;
+    while (last != values.end() && lead - std::abs(*last) <= tol) ++last;
+    std::stable_sort(first, last, [](auto a, auto b) { return a.real() > b.real(); });
+    first = last;
+  }
   return values;
 }
 

@@ -25,9 +25,12 @@ struct Spectrum {
   double rounds_to_10x = 1;
 };
 
-// All eigenvalues of w, sorted by modulus, largest first. Symmetric w (|W_ij - W_ji| <= 1e-12)
-// goes to the Jacobi solver, anything else to Hessenberg + shifted QR (eigen.h). A stochastic
-// matrix has eigenvalue 1 first; its modulus ties are broken by real part, largest first.
+// All eigenvalues of w, sorted by modulus, largest first. Moduli within 1e-10 (relative to the
+// largest) of the first of a run are ties, broken by real part, largest first, then by imaginary
+// part (a conjugate pair: positive imaginary part first). So a stochastic matrix has eigenvalue 1
+// first, even a periodic one whose -1 or e^{2 pi i k / n} rounding makes look larger. Symmetric w
+// (|W_ij - W_ji| <= 1e-12) goes to LAPACK's dsyevd, anything else to dgeev (lapack_eigen.h).
+// Throws murmur::Error, naming the routine and its info, if LAPACK fails.
 std::vector<std::complex<double>> eigenvalues(const MixingMatrix& w);
 
 // The spectrum of one matrix (rounds = 1). The SLEM is the modulus of the second entry of

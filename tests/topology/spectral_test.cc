@@ -1,18 +1,21 @@
-// Spectral analysis: the eigen-solvers against closed forms and against numpy.linalg, the
-// spectral gap of connected graphs, and the rounds-to-10x rule.
+// Spectral analysis: eigenvalues() (LAPACK) against known spectra, closed forms and numpy.linalg,
+// its sort order, the spectral gap of connected graphs, and the rounds-to-10x rule.
 #include <catch2/catch.hpp>
 
 #include <algorithm>
 #include <cmath>
+#include <complex>
+#include <limits>
 #include <numbers>
 #include <string>
 
 #include <nlohmann/json.hpp>
 
 #include "core/config.h"
+#include "core/error.h"
 #include "core/rng.h"
+#include "tests/skip.h"
 #include "tests/topology/python_helper.h"
-#include "topology/eigen.h"
 #include "topology/mixing.h"
 #include "topology/schedule.h"
 #include "topology/spectral.h"
@@ -33,7 +36,75 @@ double slem_of(const std::string& graph, int n, const std::string& weights = "un
   return analyze(mixing_at(named(graph, weights), n, 0, 0)).second_eigenvalue;
 }
 
+// REQUIREs eigenvalues(w) == expected entry by entry, in order, within 1e-12.
+void require_eigenvalues(const MixingMatrix& w, const std::vector<std::complex<double>>& expected) {
+  const auto values = eigenvalues(w);
+  REQUIRE(values.size() == expected.size());
+  for (std::size_t i = 0; i < values.size(); ++i) {
+    INFO("eigenvalue " << i << ": got " << values[i] << ", want " << expected[i]);
+    REQUIRE(std::abs(values[i] - expected[i]) < 1e-12);
+  }
+}
+
+// The n x n cyclic shift, W_{i, i+1 mod n} = 1: stochastic, periodic, eigenvalues e^{2 pi i k / n}.
+MixingMatrix cyclic_shift(int n) {
+  MixingMatrix p{n, std::vector<double>(static_cast<std::size_t>(n) * n, 0.0)};
+  for (int i = 0; i < n; ++i) p.at(i, (i + 1) % n) = 1.0;
+  return p;
+}
+
 }  // namespace
+
+TEST_CASE("eigenvalues of known spectra, largest modulus first, ties by real part", "[topology]") {
+  using C = std::complex<double>;
+  const double r2 = std::sqrt(2.0), r3 = std::sqrt(3.0);
+  SECTION("symmetric (dsyevd)") {
+    // The second-difference matrix: 2 - 2 cos(k pi / 4), k = 1..3.
+    require_eigenvalues({3, {2, -1, 0, -1, 2, -1, 0, -1, 2}}, {2 + r2, 2, 2 - r2});
+    // A negative eigenvalue of larger modulus comes first.
+    require_eigenvalues({2, {1, 3, 3, 1}}, {4, -2});
+    require_eigenvalues({3, {-3, 0, 0, 0, 1, 0, 0, 0, 2}}, {-3, 2, 1});
+    // Modulus ties by real part: +2 before -2.
+    require_eigenvalues({2, {0, 2, 2, 0}}, {2, -2});
+    // The bipartite 4-cycle, (P + P^T) / 2: 1 before -1, though rounding may make |-1| > 1.
+    MixingMatrix c4{4, std::vector<double>(16, 0.0)};
+    for (int i = 0; i < 4; ++i) c4.at(i, (i + 1) % 4) = c4.at(i, (i + 3) % 4) = 0.5;
+    require_eigenvalues(c4, {1, -1, 0, 0});
+  }
+  SECTION("general (dgeev): complex pairs, positive imaginary part first") {
+    require_eigenvalues({2, {1, -2, 2, 1}}, {C(1, 2), C(1, -2)});
+    // A rotation-scaling block (|0.5 +- 1.5i| = 1.58) ahead of a real -1.
+    require_eigenvalues({3, {0.5, -1.5, 0, 1.5, 0.5, 0, 0, 0, -1}},
+                        {C(0.5, 1.5), C(0.5, -1.5), -1});
+    // Periodic stochastic matrices: every modulus is 1, so the order is by real part, and the
+    // eigenvalue 1 comes first, however rounding orders the moduli.
+    require_eigenvalues(cyclic_shift(3), {1, C(-0.5, r3 / 2), C(-0.5, -r3 / 2)});
+    require_eigenvalues(cyclic_shift(4), {1, C(0, 1), C(0, -1), -1});
+    for (int n : {5, 6, 8, 12, 30}) {
+      INFO("cyclic shift n=" << n);
+      const auto values = eigenvalues(cyclic_shift(n));
+      REQUIRE(std::abs(values[0] - 1.0) < 1e-12);
+      for (std::size_t i = 1; i < values.size(); ++i) {
+        REQUIRE(std::abs(std::abs(values[i]) - 1.0) < 1e-12);
+        REQUIRE(values[i].real() <= values[i - 1].real() + 1e-12);
+      }
+    }
+  }
+  SECTION("n = 1") {
+    require_eigenvalues({1, {0.25}}, {0.25});
+    require_eigenvalues(mixing_at(named("ring"), 1, 0, 0), {1});
+  }
+  SECTION("a LAPACK failure throws, naming the routine and its info") {
+    // LAPACKE rejects a NaN entry as an illegal matrix argument (info = -5).
+    const double nan = std::numeric_limits<double>::quiet_NaN();
+    REQUIRE_THROWS_MATCHES(eigenvalues({2, {nan, 1, 1, 0}}), Error,
+                           Catch::Matchers::Message(
+                               "topology: LAPACKE_dsyevd failed on a 2x2 matrix: info = -5"));
+    REQUIRE_THROWS_MATCHES(eigenvalues({2, {nan, 1, 2, 0}}), Error,
+                           Catch::Matchers::Message(
+                               "topology: LAPACKE_dgeev failed on a 2x2 matrix: info = -5"));
+  }
+}
 
 TEST_CASE("second eigenvalues match closed forms", "[topology]") {
   using std::numbers::pi;
@@ -88,11 +159,8 @@ TEST_CASE("connected graphs have a positive spectral gap, disconnected ones none
   REQUIRE(analyze(mixing_at(named("ring"), 1, 0, 0)).rounds_to_10x == 0);
 }
 
-TEST_CASE("eigen-solvers agree with numpy.linalg", "[topology][numpy]") {
-  if (!testing::have_numpy()) {
-    WARN("no numpy for /usr/bin/python3: numpy cross-check skipped");
-    return;
-  }
+TEST_CASE("eigenvalues agree with numpy.linalg", "[topology][numpy]") {
+  if (!testing::have_numpy()) MURMUR_SKIP("no numpy");
   // Random dense matrices (symmetric and not), a push-sum product, and stochastic matrices.
   Rng rng(2024);
   std::vector<MixingMatrix> cases;
