@@ -1,12 +1,15 @@
 // murmur-topo: how fast a topology mixes. Prints the mixing matrix, its second-largest
 // eigenvalue modulus, spectral gap and rounds to shrink consensus error 10x, for a config
 // (--config run.yaml) or a named graph (--graph ring --peers 8); --json prints one object;
-// --dot writes the graph as Graphviz DOT, and a PNG beside it where `dot` is installed.
+// --dot writes the graph as Graphviz DOT, and a PNG beside it where `dot` is installed;
+// --list prints the registered graphs and weights schemes (--list --json: one object that
+// other tools read instead of keeping their own list).
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -19,6 +22,7 @@
 #include "topology/dot.h"
 #include "topology/graph.h"
 #include "topology/mixing.h"
+#include "topology/registry.h"
 #include "topology/schedule.h"
 #include "topology/spectral.h"
 
@@ -40,6 +44,7 @@ struct Options {
   int rounds = 0;
   bool json = false;
   bool print_matrix = false;
+  bool list = false;
   std::string dot_file;
 };
 
@@ -89,6 +94,42 @@ void write_dot(const Options& o, const TopologyConfig& topo, int n) {
   const std::string cmd = fmt::format("dot -Tpng {} -o {}", shell_quote(o.dot_file), shell_quote(png));
   if (std::system(cmd.c_str()) != 0) throw IoError(fmt::format("`{}` failed", cmd));
   std::fprintf(stderr, "murmur-topo: wrote %s and %s\n", o.dot_file.c_str(), png.c_str());
+}
+
+// A graph's directedness when the config cannot change it; nullopt where it can (custom reads
+// topology.directed).
+std::optional<bool> fixed_directed(const GraphInfo& g) {
+  TopologyConfig one_way;
+  one_way.directed = true;
+  const bool as_default = g.directed(TopologyConfig{});
+  if (as_default != g.directed(one_way)) return std::nullopt;
+  return as_default;
+}
+
+int list(const Options& o) {
+  if (o.json) {
+    nlohmann::json j;
+    j["graphs"] = nlohmann::json::array();
+    for (const GraphInfo* g : graphs()) {
+      const std::optional<bool> directed = fixed_directed(*g);
+      j["graphs"].push_back({{"name", g->name},
+                             // null: topology.directed decides
+                             {"directed", directed ? nlohmann::json(*directed) : nlohmann::json()},
+                             {"time_varying", g->time_varying},
+                             {"summary", g->summary}});
+    }
+    j["weights"] = nlohmann::json::array();
+    for (const WeightsInfo* w : weights_schemes()) {
+      j["weights"].push_back({{"name", w->name}, {"summary", w->summary}});
+    }
+    std::printf("%s\n", j.dump().c_str());
+    return 0;
+  }
+  for (const GraphInfo* g : graphs()) fmt::print("graph    {:<22} {}\n", g->name, g->summary);
+  for (const WeightsInfo* w : weights_schemes()) {
+    fmt::print("weights  {:<22} {}\n", w->name, w->summary);
+  }
+  return 0;
 }
 
 int run(const Options& o) {
@@ -182,10 +223,11 @@ int main(int argc, char** argv) {
   Options o;
   app.add_option("--config", o.config_file, "experiment YAML (topology, world.size, run.seed)");
   app.add_option("--set", o.overrides, "override a config key: key.path=value (repeatable)");
-  app.add_option("--graph", o.graph, "graph name (ring, torus, hypercube, exponential, ...)");
+  app.add_option("--graph", o.graph,
+                 "graph name (ring, torus, hypercube, ...; --list shows every one)");
   app.add_option("--peers", o.peers, "number of peers (default: world.size of the config)")
       ->check(CLI::Range(1, 1 << 16));
-  app.add_option("--weights", o.weights, "uniform | metropolis | custom");
+  app.add_option("--weights", o.weights, fmt::to_string(fmt::join(weights_names(), " | ")));
   app.add_option("--k", o.k, "random_kout: out-degree per round")->check(CLI::PositiveNumber);
   auto* seed = app.add_option("--seed", o.seed, "seed of random gossip (default: run.seed)");
   app.add_option("--round", o.first_round, "first round analyzed, and the round drawn by --dot")
@@ -194,10 +236,14 @@ int main(int argc, char** argv) {
                  "rounds in the analyzed product (default: the period, or a sampled window)")
       ->check(CLI::NonNegativeNumber);
   app.add_flag("--json", o.json, "print one JSON object");
+  app.add_flag("--list", o.list,
+               "list the registered graphs and weights schemes, one line each (with --json: "
+               "{\"graphs\": [{name, directed, time_varying, summary}], \"weights\": [...]})");
   app.add_flag("--matrix", o.print_matrix, "print the matrix even when n > 16");
   app.add_option("--dot", o.dot_file, "write the graph as DOT here (and .png if graphviz is on PATH)");
   CLI11_PARSE(app, argc, argv);
   o.seed_given = seed->count() > 0;
+  if (o.list) return list(o);
   if (o.config_file.empty() && (o.graph.empty() || o.peers == 0)) {
     std::fprintf(stderr, "murmur-topo: give --config FILE, or --graph NAME --peers N\n");
     return 2;

@@ -1,7 +1,8 @@
 // Communication graphs over the ranks 0..n-1 of one world: who sends to whom in one round.
 // A Graph is a plain value built by pure functions of (TopologyConfig, n); nothing here reads
 // files, clocks or globals, so every peer builds the same graph by itself. Thread-safe: values only.
-// The time-varying graphs (one-peer exponential, random gossip) are built in schedule.h.
+// Each graph is a row of registry.h (name, directedness, period, validation, builder); the
+// time-varying ones (one-peer exponential, random gossip) are built through schedule.h.
 #pragma once
 
 #include <string>
@@ -35,16 +36,19 @@ bool is_connected(const Graph& g);
 // n has none (primes, 2*p, n < 9), naming the nearest world sizes that work.
 std::pair<int, int> torus_shape(int n);
 
-// Throws ConfigError if `config` cannot run on `n` ranks: an unknown graph or weights scheme, a
-// hypercube whose n is not a power of 2, a torus without a shape (torus_shape), random_kout with
-// k > n - 1, custom edges naming ranks outside [0, n), a custom matrix that is not n x n, or
-// metropolis weights on a directed graph. The message names the key and what would work.
+// Throws ConfigError if `config` cannot run on `n` ranks: n < 1, an unknown graph or weights
+// scheme (naming the registered ones), topology.edges or topology.matrix given to a graph or
+// scheme that does not read them, or whatever the graph's and then the weights' rows refuse
+// (registry.h): a hypercube whose n is not a power of 2, a torus without a shape
+// (torus_shape), random_kout with k > n - 1, custom edges naming ranks outside [0, n), a custom
+// matrix that is not n x n, metropolis weights on a directed graph. The message names the key
+// and what would work.
 void validate_world(const TopologyConfig& config, int n);
 
-// The graph of a static topology (ring, ring_directed, torus, complete, hypercube, exponential,
-// custom), after validate_world. For custom graphs without edges, the edges are the nonzero
-// off-diagonal entries of topology.matrix (W[i][j] != 0 means j sends to i). Throws ConfigError
-// for a time-varying graph name (use graph_at in schedule.h).
+// The graph of a static topology (a row with time_varying false: ring, ring_directed, torus,
+// complete, hypercube, exponential, custom), after validate_world. For custom graphs without
+// edges, the edges are the nonzero off-diagonal entries of topology.matrix (W[i][j] != 0 means
+// j sends to i). Throws ConfigError for a time-varying graph name (use graph_at in schedule.h).
 Graph static_graph(const TopologyConfig& config, int n);
 
 // Graphs by name, for tests and tools. Each requires n >= 1; see validate_world for the rest.

@@ -7,72 +7,55 @@
 #include <fmt/format.h>
 
 #include "core/error.h"
+#include "topology/registry.h"
 #include "topology/schedule.h"
 
 namespace murmur::topology {
 namespace {
 
-// Weights of one graph under one scheme, entry by entry, so rank_mixing needs only O(degree)
-// entries of W instead of building all n^2.
+// Custom weights: topology.matrix as given, checked entry by entry against the built graph.
+void check_custom(const Graph& g, const TopologyConfig& c) {
+  const int n = g.n;
+  check_matrix_shape(c, n);
+  for (int i = 0; i < n; ++i) {
+    for (int j = 0; j < n; ++j) {
+      const double v = c.matrix[i][j];
+      if (!std::isfinite(v)) {
+        throw ConfigError(fmt::format("topology.matrix[{}][{}] = {} is not finite", i, j, v));
+      }
+      if (i != j && v != 0.0 && !has_edge(g, j, i)) {
+        throw ConfigError(fmt::format(
+            "topology.matrix[{}][{}] = {} but rank {} does not send to rank {} in the graph "
+            "(W[i][j] is the weight rank i gives to what it receives from j)",
+            i, j, v, j, i));
+      }
+    }
+  }
+}
+
+int degree(const Graph& g, int i) { return static_cast<int>(g.out[i].size()); }
+
+// Xiao & Boyd 2004: W_ij = 1 / (1 + max(deg_i, deg_j)) on an edge.
+double metropolis_off(const Graph& g, const TopologyConfig&, int i, int j) {
+  return 1.0 / (1 + std::max(degree(g, i), degree(g, j)));
+}
+
+// One graph under one scheme, entry by entry, so rank_mixing needs only O(degree) entries of
+// W instead of building all n^2.
 class Weights {
  public:
-  Weights(const Graph& g, const TopologyConfig& c) : g_(g), c_(c), deg_(g.n) {
-    for (int i = 0; i < g.n; ++i) deg_[i] = static_cast<int>(g.out[i].size());
-    if (c.weights == "metropolis" && g.directed) {
-      throw ConfigError("topology.weights: metropolis needs an undirected graph");
-    }
-    if (c.weights == "custom") check_custom();
-    else if (c.weights != "uniform" && c.weights != "metropolis") {
-      throw ConfigError(fmt::format("topology.weights: unknown scheme '{}'", c.weights));
-    }
+  Weights(const Graph& g, const TopologyConfig& c)
+      : g_(g), c_(c), scheme_(find_weights(c.weights)) {
+    scheme_.check(g, c);
   }
-
   // W_ij for an edge j -> i, i != j.
-  double off(int i, int j) const {
-    if (c_.weights == "custom") return c_.matrix[i][j];
-    if (c_.weights == "metropolis") return 1.0 / (1 + std::max(deg_[i], deg_[j]));
-    return g_.directed ? 1.0 / (deg_[j] + 1) : 1.0 / (deg_[i] + 1);
-  }
-
-  double self(int i) const {
-    if (c_.weights == "custom") return c_.matrix[i][i];
-    if (c_.weights == "metropolis") {
-      double rest = 1.0;
-      for (int j : g_.out[i]) rest -= off(i, j);  // undirected: out-neighbors are in-neighbors
-      return rest;
-    }
-    return 1.0 / (deg_[i] + 1);
-  }
+  double off(int i, int j) const { return scheme_.off(g_, c_, i, j); }
+  double self(int i) const { return scheme_.self(g_, c_, i); }
 
  private:
-  void check_custom() const {
-    const int n = g_.n;
-    if (static_cast<int>(c_.matrix.size()) != n) {
-      throw ConfigError(fmt::format("topology.matrix: {} rows for {} peers", c_.matrix.size(), n));
-    }
-    for (int i = 0; i < n; ++i) {
-      if (static_cast<int>(c_.matrix[i].size()) != n) {
-        throw ConfigError(fmt::format("topology.matrix: row {} has {} entries (must be {})", i,
-                                      c_.matrix[i].size(), n));
-      }
-      for (int j = 0; j < n; ++j) {
-        const double v = c_.matrix[i][j];
-        if (!std::isfinite(v)) {
-          throw ConfigError(fmt::format("topology.matrix[{}][{}] = {} is not finite", i, j, v));
-        }
-        if (i != j && v != 0.0 && !has_edge(g_, j, i)) {
-          throw ConfigError(fmt::format(
-              "topology.matrix[{}][{}] = {} but rank {} does not send to rank {} in the graph "
-              "(W[i][j] is the weight rank i gives to what it receives from j)",
-              i, j, v, j, i));
-        }
-      }
-    }
-  }
-
   const Graph& g_;
   const TopologyConfig& c_;
-  std::vector<int> deg_;
+  const WeightsInfo& scheme_;
 };
 
 const char* line_name(bool rows) { return rows ? "row" : "column"; }
@@ -155,5 +138,57 @@ RankMixing rank_mixing(const TopologyConfig& c, int n, int rank, std::uint64_t s
                        std::int64_t round) {
   return rank_mixing(graph_at(c, n, seed, round), c, rank);
 }
+
+extern constinit const WeightsInfo kUniformWeights{
+    .name = "uniform",
+    .summary = "each rank splits its value evenly over itself and its neighbors: doubly "
+               "stochastic on regular graphs, column-stochastic on directed ones",
+    .validate = [](const TopologyConfig&, const GraphInfo&, int) {},
+    .check = [](const Graph&, const TopologyConfig&) {},
+    // Undirected: W_ij = 1 / (deg_i + 1), rows sum to 1. Directed: W_ij = 1 / (outdeg_j + 1),
+    // columns sum to 1 (what j splits over itself and its out-neighbors).
+    .off = [](const Graph& g, const TopologyConfig&, int i, int j) {
+      return g.directed ? 1.0 / (degree(g, j) + 1) : 1.0 / (degree(g, i) + 1);
+    },
+    .self = [](const Graph& g, const TopologyConfig&, int i) { return 1.0 / (degree(g, i) + 1); }};
+
+extern constinit const WeightsInfo kMetropolisWeights{
+    .name = "metropolis",
+    .summary = "Metropolis-Hastings, 1 / (1 + max(deg_i, deg_j)): symmetric and doubly "
+               "stochastic on any undirected graph",
+    .validate = [](const TopologyConfig& c, const GraphInfo& graph, int) {
+      if (graph.directed(c)) {
+        throw ConfigError(fmt::format(
+            "topology.weights: metropolis needs an undirected graph; '{}' is directed (uniform "
+            "weights are column-stochastic there, and doubly stochastic on circulant graphs)",
+            c.graph));
+      }
+    },
+    .check = [](const Graph& g, const TopologyConfig&) {
+      if (g.directed) throw ConfigError("topology.weights: metropolis needs an undirected graph");
+    },
+    .off = metropolis_off,
+    .self = [](const Graph& g, const TopologyConfig& c, int i) {
+      double rest = 1.0;
+      for (int j : g.out[i]) rest -= metropolis_off(g, c, i, j);  // undirected: out = in
+      return rest;
+    }};
+
+extern constinit const WeightsInfo kCustomWeights{
+    .name = "custom",
+    .summary = "topology.matrix as given (n x n, W[i][j] nonzero only where j sends to i)",
+    .validate = [](const TopologyConfig& c, const GraphInfo& graph, int n) {
+      if (c.matrix.empty()) throw ConfigError("topology.weights: custom needs topology.matrix");
+      if (graph.time_varying) {
+        throw ConfigError(fmt::format(
+            "topology.weights: custom is one fixed matrix; graph '{}' changes every round",
+            c.graph));
+      }
+      check_matrix_shape(c, n);
+    },
+    .check = check_custom,
+    .off = [](const Graph&, const TopologyConfig& c, int i, int j) { return c.matrix[i][j]; },
+    .self = [](const Graph&, const TopologyConfig& c, int i) { return c.matrix[i][i]; },
+    .takes_matrix = true};
 
 }  // namespace murmur::topology

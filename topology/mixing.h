@@ -22,7 +22,7 @@ struct MixingMatrix {
   double& at(int i, int j) { return w[static_cast<std::size_t>(i) * n + j]; }
 };
 
-// The weights of `g` under config.weights:
+// The weights of `g` under config.weights (a row of registry.h, defined in mixing.cc):
 // - uniform, undirected g: W_ij = 1 / (deg_i + 1) for j a neighbor or j = i. Row-stochastic;
 //   doubly stochastic on regular graphs (every built-in undirected graph).
 // - uniform, directed g: W_ij = 1 / (outdeg_j + 1) for i an out-neighbor of j or i = j: each
@@ -32,6 +32,7 @@ struct MixingMatrix {
 //   Symmetric and doubly stochastic on any undirected graph (Xiao & Boyd 2004).
 // - custom: topology.matrix as given. Throws ConfigError naming the entry if a nonzero W_ij has
 //   no edge j -> i in g, or an entry is not finite. Stochasticity is checked by check_* below.
+// An unknown scheme is a ConfigError naming the registered ones.
 MixingMatrix mixing_matrix(const Graph& g, const TopologyConfig& config);
 
 // The matrix of round `round`: mixing_matrix(graph_at(config, n, seed, round), config).

@@ -9,6 +9,7 @@
 
 #include "core/error.h"
 #include "core/rng.h"
+#include "topology/registry.h"
 
 namespace murmur::topology {
 namespace {
@@ -28,18 +29,19 @@ void check_round(std::int64_t round) {
   if (round < 0) throw ConfigError(fmt::format("topology: round {} (must be >= 0)", round));
 }
 
+void check_kout(int n, int k) {
+  if (k < 1 || k > n - 1) {
+    throw ConfigError(fmt::format(
+        "topology.k: random_kout sends to k = {} others, which needs 1 <= k <= world.size - 1 = {}",
+        k, n - 1));
+  }
+}
+
 }  // namespace
 
-bool is_time_varying(const TopologyConfig& c) {
-  return c.graph == "one_peer_exponential" || c.graph == "random_matching" ||
-         c.graph == "random_kout";
-}
+bool is_time_varying(const TopologyConfig& c) { return find_graph(c.graph).time_varying; }
 
-int period(const TopologyConfig& c, int n) {
-  if (c.graph == "one_peer_exponential") return std::max(1, ceil_log2(n));
-  if (is_time_varying(c)) return 0;
-  return 1;
-}
+int period(const TopologyConfig& c, int n) { return find_graph(c.graph).period(n); }
 
 int analysis_window(const TopologyConfig& c, int n) {
   const int p = period(c, n);
@@ -49,10 +51,7 @@ int analysis_window(const TopologyConfig& c, int n) {
 Graph graph_at(const TopologyConfig& c, int n, std::uint64_t seed, std::int64_t round) {
   validate_world(c, n);
   check_round(round);
-  if (c.graph == "one_peer_exponential") return one_peer_exponential(n, round);
-  if (c.graph == "random_matching") return random_matching(n, seed, round);
-  if (c.graph == "random_kout") return random_kout(n, c.k, seed, round);
-  return static_graph(c, n);
+  return find_graph(c.graph).build(c, n, seed, round);
 }
 
 Graph one_peer_exponential(int n, std::int64_t round) {
@@ -84,11 +83,7 @@ Graph random_matching(int n, std::uint64_t seed, std::int64_t round) {
 
 Graph random_kout(int n, int k, std::uint64_t seed, std::int64_t round) {
   check_round(round);
-  if (k < 1 || k > n - 1) {
-    throw ConfigError(fmt::format(
-        "topology.k: random_kout sends to k = {} others, which needs 1 <= k <= world.size - 1 = {}",
-        k, n - 1));
-  }
+  check_kout(n, k);
   const Rng base = Rng(seed).fork(kKoutStream).fork(static_cast<std::uint64_t>(round));
   std::vector<std::vector<int>> out(static_cast<std::size_t>(n));
   const int others = n - 1;
@@ -108,5 +103,39 @@ Graph random_kout(int n, int k, std::uint64_t seed, std::int64_t round) {
   }
   return Graph{n, true, std::move(out)};
 }
+
+extern constinit const GraphInfo kOnePeerExponentialGraph{
+    .name = "one_peer_exponential",
+    .summary = "round t: i -> i + 2^(t mod tau) (mod n), tau = ceil(log2 n); one peer per round "
+               "(Ying et al. 2021)",
+    .directed = directed_always,
+    .time_varying = true,
+    .period = [](int n) { return std::max(1, ceil_log2(n)); },
+    .validate = accepts_any_size,
+    .build = [](const TopologyConfig&, int n, std::uint64_t, std::int64_t round) {
+      return one_peer_exponential(n, round);
+    }};
+
+extern constinit const GraphInfo kRandomMatchingGraph{
+    .name = "random_matching",
+    .summary = "a random perfect matching drawn from (seed, round): random pairwise gossip",
+    .directed = directed_never,
+    .time_varying = true,
+    .period = period_never,
+    .validate = accepts_any_size,
+    .build = [](const TopologyConfig&, int n, std::uint64_t seed, std::int64_t round) {
+      return random_matching(n, seed, round);
+    }};
+
+extern constinit const GraphInfo kRandomKoutGraph{
+    .name = "random_kout",
+    .summary = "each rank sends to topology.k others drawn from (seed, round); directed",
+    .directed = directed_always,
+    .time_varying = true,
+    .period = period_never,
+    .validate = [](const TopologyConfig& c, int n) { check_kout(n, c.k); },
+    .build = [](const TopologyConfig& c, int n, std::uint64_t seed, std::int64_t round) {
+      return random_kout(n, c.k, seed, round);
+    }};
 
 }  // namespace murmur::topology

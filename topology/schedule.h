@@ -12,11 +12,12 @@
 namespace murmur::topology {
 
 // Returns true iff the graph changes between rounds (one_peer_exponential, random_matching,
-// random_kout).
+// random_kout): its row's time_varying. Throws ConfigError for an unknown graph name.
 bool is_time_varying(const TopologyConfig& config);
 
 // Rounds after which the schedule repeats: 1 for a static graph, tau = ceil(log2 n) for
-// one_peer_exponential (1 when n = 1), and 0 for random gossip, which never repeats.
+// one_peer_exponential (1 when n = 1), and 0 for random gossip, which never repeats (its
+// row's period). Throws ConfigError for an unknown graph name.
 int period(const TopologyConfig& config, int n);
 
 // Rounds whose product spectral analysis looks at (spectral.h): the period where there is one,

@@ -1,6 +1,6 @@
 // murmur-topo end to end: its --json figures match numpy.linalg on the matrix it prints, its
 // --config mode reads a YAML file, --dot writes DOT (and PNG where graphviz is installed), and a
-// world size a graph cannot take exits nonzero with the reason.
+// world size a graph cannot take exits nonzero with the reason; --list prints the registry.
 #include <catch2/catch.hpp>
 
 #include <filesystem>
@@ -8,9 +8,12 @@
 
 #include <nlohmann/json.hpp>
 
+#include "tests/skip.h"
 #include "tests/topology/python_helper.h"
+#include "topology/registry.h"
 
 namespace fs = std::filesystem;
+using namespace murmur::topology;
 using namespace murmur::topology::testing;
 
 namespace {
@@ -18,11 +21,7 @@ namespace {
 // The binary is built by the tools target; a test-only build may lack it.
 std::string topo_binary() { return std::string(MURMUR_BINARY_DIR) + "/bin/murmur-topo"; }
 
-bool have_binary() {
-  if (fs::exists(topo_binary())) return true;
-  WARN("no " << topo_binary() << " (build target murmur-topo): murmur-topo checks skipped");
-  return false;
-}
+bool have_binary() { return fs::exists(topo_binary()); }
 
 constexpr const char* kNumpyCheck = R"(
 import json, sys
@@ -38,11 +37,8 @@ print(json.dumps({"n": w.shape[0], "cols": w.shape[1], "slem": float(ev[1]) if l
 }  // namespace
 
 TEST_CASE("murmur-topo --json figures match numpy.linalg", "[topology][numpy]") {
-  if (!have_binary()) return;
-  if (!have_numpy()) {
-    WARN("no numpy for /usr/bin/python3: murmur-topo cross-check skipped");
-    return;
-  }
+  if (!have_binary()) MURMUR_SKIP("no murmur-topo (build target murmur-topo)");
+  if (!have_numpy()) MURMUR_SKIP("no numpy");
   const char* const cases[] = {
       "--graph ring --peers 8",
       "--graph ring --peers 9 --weights metropolis",
@@ -81,7 +77,7 @@ TEST_CASE("murmur-topo --json figures match numpy.linalg", "[topology][numpy]") 
 }
 
 TEST_CASE("murmur-topo reads a config, writes DOT and rejects impossible worlds", "[topology]") {
-  if (!have_binary()) return;
+  if (!have_binary()) MURMUR_SKIP("no murmur-topo (build target murmur-topo)");
   ScratchDir dir("topo-config");
   const fs::path yaml = dir.path() / "run.yaml";
   write_file(yaml,
@@ -111,4 +107,42 @@ TEST_CASE("murmur-topo reads a config, writes DOT and rejects impossible worlds"
   REQUIRE(bad.code == 1);
   REQUIRE_THAT(bad.err, Catch::Contains("hypercube needs world.size to be a power of 2"));
   REQUIRE(run_command(topo_binary(), dir.path()).code == 2);
+}
+
+TEST_CASE("murmur-topo --list prints every registered graph and weights scheme", "[topology]") {
+  if (!have_binary()) MURMUR_SKIP("no murmur-topo (build target murmur-topo)");
+  ScratchDir dir("topo-list");
+  const CommandResult r = run_command(topo_binary() + " --list --json", dir.path());
+  INFO(r.err);
+  REQUIRE(r.code == 0);
+  const auto j = nlohmann::json::parse(r.out);
+  REQUIRE(j["graphs"].size() == graphs().size());
+  for (std::size_t i = 0; i < graphs().size(); ++i) {
+    const GraphInfo& row = *graphs()[i];
+    const auto& g = j["graphs"][i];
+    INFO(row.name);
+    REQUIRE(g["name"] == row.name);
+    REQUIRE(g["summary"] == row.summary);
+    REQUIRE(g["time_varying"] == row.time_varying);
+    murmur::TopologyConfig one_way;
+    one_way.directed = true;
+    if (row.directed(murmur::TopologyConfig{}) == row.directed(one_way)) {
+      REQUIRE(g["directed"] == row.directed(one_way));
+    } else {
+      REQUIRE(g["directed"].is_null());  // topology.directed decides
+    }
+  }
+  REQUIRE(j["weights"].size() == weights_schemes().size());
+  for (std::size_t i = 0; i < weights_schemes().size(); ++i) {
+    REQUIRE(j["weights"][i]["name"] == weights_schemes()[i]->name);
+    REQUIRE(j["weights"][i]["summary"] == weights_schemes()[i]->summary);
+  }
+
+  const CommandResult text = run_command(topo_binary() + " --list", dir.path());
+  REQUIRE(text.code == 0);
+  REQUIRE(static_cast<std::size_t>(std::count(text.out.begin(), text.out.end(), '\n')) ==
+          graphs().size() + weights_schemes().size());
+  for (std::string_view name : graph_names()) {
+    REQUIRE_THAT(text.out, Catch::Contains(std::string(name)));
+  }
 }
