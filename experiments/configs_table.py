@@ -1,5 +1,6 @@
 #!/usr/bin/python3
-"""Runs every ready-made config with murmur-launch and prints the README's table.
+"""Runs every ready-made config with murmur-launch and prints the table of
+docs/configuration.md ("What they give").
 
     experiments/configs_table.py [--peers 4] [--out runs/configs] [--backends tcp] [configs ...]
 
