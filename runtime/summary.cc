@@ -1,13 +1,14 @@
 #include "runtime/summary.h"
 
 #include <algorithm>
-#include <fstream>
+#include <cmath>
 #include <limits>
-#include <map>
+#include <sstream>
 #include <string>
 
 #include <fmt/format.h>
 
+#include "core/error.h"
 #include "core/files.h"
 
 namespace murmur::runtime {
@@ -30,7 +31,7 @@ TimeToAccuracy time_to_accuracy(const std::vector<std::vector<EvalPoint>>& per_r
   for (const auto& [step, first] : by_step[0]) {
     double acc = first->accuracy, last = 0;
     std::uint64_t bytes = 0;
-    bool everywhere = true;
+    bool everywhere = true, diverged = false;
     for (const auto& rank : by_step) {
       const auto it = rank.find(step);
       if (it == rank.end()) {
@@ -38,11 +39,12 @@ TimeToAccuracy time_to_accuracy(const std::vector<std::vector<EvalPoint>>& per_r
         break;
       }
       const EvalPoint& e = *it->second;
+      diverged = diverged || std::isnan(e.accuracy);  // std::min would drop a NaN after the first
       acc = std::min(acc, e.accuracy);
       last = std::max(last, have_unix ? e.unix_s - start : e.time_s);
       bytes += e.bytes_sent;
     }
-    if (!everywhere || !(acc >= target)) continue;  // NaN (diverged) never reaches it
+    if (!everywhere || diverged || !(acc >= target)) continue;
     out.reached = true;
     out.step = step;
     out.time_s = last;
@@ -53,25 +55,49 @@ TimeToAccuracy time_to_accuracy(const std::vector<std::vector<EvalPoint>>& per_r
   return out;
 }
 
+namespace {
+
+// The text of `file`, or nullopt when it is missing, not a regular file or unreadable: these
+// readers turn a bad file into "no data", never an exception (libstdc++'s ifstream throws from
+// a read error even with no exception mask set, e.g. on a directory).
+std::optional<std::string> read_text_if_any(const std::filesystem::path& file) {
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(file, ec)) return std::nullopt;
+  try {
+    return read_text_file(file);
+  } catch (const std::exception&) {
+    return std::nullopt;
+  }
+}
+
+}  // namespace
+
 std::vector<EvalPoint> read_eval_points(const std::filesystem::path& metrics_file) {
   std::map<std::int64_t, EvalPoint> by_step;
-  std::ifstream in(metrics_file);
+  std::istringstream in(read_text_if_any(metrics_file).value_or(""));
   for (std::string line; std::getline(in, line);) {
     const nlohmann::json j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
-    if (!j.is_object() || j.value("kind", "") != "eval") continue;
+    // Compared, not value()d: a line of other types must be skipped, not throw.
+    if (!j.is_object() || !j.contains("kind") || j["kind"] != "eval" || !j.contains("step") ||
+        !j["step"].is_number()) {
+      continue;
+    }
     const auto number = [&](const char* key) {
       const auto it = j.find(key);
       return it != j.end() && it->is_number() ? it->get<double>() : 0.0;
     };
+    // Clamped: casting a double out of the integer's range is undefined behavior.
+    const auto clamped = [](double v, double lo, double hi) { return v >= lo ? (v < hi ? v : hi) : lo; };
+    constexpr double kInt64Max = 9.2e18, kUint64Max = 1.8e19;
     EvalPoint e;
-    e.step = static_cast<std::int64_t>(number("step"));
+    e.step = static_cast<std::int64_t>(clamped(number("step"), -kInt64Max, kInt64Max));
     // A diverged model's accuracy is written as null: it reaches no target.
     e.accuracy = j.contains("test_accuracy") && j["test_accuracy"].is_number()
                      ? j["test_accuracy"].get<double>()
                      : std::numeric_limits<double>::quiet_NaN();
     e.time_s = number("time_s");
     e.unix_s = number("unix_s");
-    e.bytes_sent = static_cast<std::uint64_t>(number("bytes_sent"));
+    e.bytes_sent = static_cast<std::uint64_t>(clamped(number("bytes_sent"), 0, kUint64Max));
     by_step[e.step] = e;
   }
   std::vector<EvalPoint> out;
@@ -114,39 +140,145 @@ nlohmann::json peer_json(const PeerResult& r) {
   return j;
 }
 
-nlohmann::json make_summary(const ExperimentConfig& config, const std::vector<PeerResult>& peers,
-                            double wall_time_s, const std::filesystem::path& run_dir) {
+
+namespace {
+
+bool number_or_null(const nlohmann::json& j) { return j.is_number() || j.is_null(); }  // NaN is null
+
+// True iff every field of a result.json that the summary, the launcher or the sweep reads has
+// the type peer_json writes; other fields are kept as they are.
+bool well_typed(const nlohmann::json& r) {
+  for (const char* key : {"test_accuracy", "test_loss", "bytes_sent", "bytes_received", "steps", "epochs",
+                          "wall_time_s", "compute_s", "comm_s", "wait_s", "consensus_distance"}) {
+    if (r.contains(key) && !number_or_null(r[key])) return false;
+  }
+  if (r.contains("stopped_early") && !r["stopped_early"].is_boolean()) return false;
+  if (r.contains("backend") && !r["backend"].is_string()) return false;
+  if (r.contains("average_model")) {
+    const nlohmann::json& a = r["average_model"];
+    if (!a.is_object()) return false;
+    for (const char* key : {"test_accuracy", "test_loss"}) {
+      if (a.contains(key) && !number_or_null(a[key])) return false;
+    }
+    if (a.contains("ranks")) {
+      if (!a["ranks"].is_array()) return false;
+      for (const auto& rank : a["ranks"]) {
+        if (!rank.is_number_integer()) return false;
+      }
+    }
+  }
+  return true;
+}
+
+std::size_t average_width(const nlohmann::json& average) {
+  const auto it = average.find("ranks");
+  return it != average.end() ? it->size() : 0;
+}
+
+}  // namespace
+
+std::optional<nlohmann::json> read_peer_result(const std::filesystem::path& run_dir, int rank) {
+  const auto text = read_text_if_any(run_dir / fmt::format("rank{}", rank) / "result.json");
+  if (!text) return std::nullopt;
+  nlohmann::json r = nlohmann::json::parse(*text, nullptr, /*allow_exceptions=*/false);
+  if (!r.is_object() || !r.contains("rank") || !r["rank"].is_number_integer() || r["rank"] != rank ||
+      !well_typed(r)) {
+    return std::nullopt;
+  }
+  return r;
+}
+
+nlohmann::json make_summary(const ExperimentConfig& config, const std::vector<nlohmann::json>& peers,
+                            double wall_time_s) {
   nlohmann::json list = nlohmann::json::array();
-  for (const PeerResult& p : peers) list.push_back(peer_json(p));
+  std::optional<nlohmann::json> average;
+  nlohmann::json distance;
+  for (nlohmann::json p : peers) {
+    const auto it = p.find("average_model");
+    if (it != p.end()) {
+      // A peer restarted too late to rejoin reports an average of its own: the widest one wins.
+      if (!average || average_width(*it) >= average_width(*average)) {
+        average = *it;
+        distance = p.contains("consensus_distance") ? p["consensus_distance"] : nlohmann::json();
+      }
+      p.erase(it);
+    }
+    list.push_back(std::move(p));
+  }
   nlohmann::json summary = {{"world_size", config.world.size},
-                            {"peers", list},
+                            {"peers", std::move(list)},
                             {"wall_time_s", wall_time_s},
                             {"config", to_json(config)}};
-  // A peer restarted too late to rejoin reports an average of its own: the widest one wins.
-  std::size_t widest = 0;
-  for (const PeerResult& p : peers) {
-    if (p.has_average && p.average_ranks.size() >= widest) {
-      widest = std::max<std::size_t>(1, p.average_ranks.size());
-      summary["average_model"] = {{"test_accuracy", p.average_test_accuracy},
-                                  {"test_loss", p.average_test_loss},
-                                  {"ranks", p.average_ranks}};
-      summary["consensus_distance"] = p.consensus_distance;
-    }
-  }
-  if (!run_dir.empty() && config.eval.target_accuracy > 0) {
-    std::vector<std::vector<EvalPoint>> per_rank;
-    for (const PeerResult& p : peers) {
-      per_rank.push_back(read_eval_points(run_dir / fmt::format("rank{}", p.rank) / "metrics.jsonl"));
-    }
-    summary["time_to_accuracy"] =
-        time_to_accuracy_json(time_to_accuracy(per_rank, config.eval.target_accuracy));
+  if (average) {
+    summary["average_model"] = *average;
+    summary["consensus_distance"] = distance;
   }
   return summary;
+}
+
+nlohmann::json summarize_run(const std::filesystem::path& run_dir, const ExperimentConfig& config,
+                             double wall_time_s, const std::map<int, int>& exit_codes,
+                             std::optional<double> target) {
+  const int n = config.world.size;
+  std::vector<nlohmann::json> peers;
+  for (int r = 0; r < n; ++r) {
+    std::optional<nlohmann::json> result = read_peer_result(run_dir, r);
+    if (result) {
+      peers.push_back(std::move(*result));
+      continue;
+    }
+    const auto code = exit_codes.find(r);
+    peers.push_back({{"rank", r},
+                     {"failed", true},
+                     {"exit", code != exit_codes.end() ? nlohmann::json(code->second) : nlohmann::json()}});
+  }
+  nlohmann::json summary = make_summary(config, peers, wall_time_s);
+  const double t = target.value_or(config.eval.target_accuracy);
+  if (t > 0) {
+    // Every rank of the world, failed ones too: a rank that never evaluated reaches nothing.
+    std::vector<std::vector<EvalPoint>> per_rank;
+    for (int r = 0; r < n; ++r) {
+      per_rank.push_back(read_eval_points(run_dir / fmt::format("rank{}", r) / "metrics.jsonl"));
+    }
+    summary["time_to_accuracy"] = time_to_accuracy_json(time_to_accuracy(per_rank, t));
+  }
+  return summary;
+}
+
+nlohmann::json summarize_run(const std::filesystem::path& run_dir, double wall_time_s,
+                             const std::map<int, int>& exit_codes, std::optional<double> target) {
+  return summarize_run(run_dir, read_run_config(run_dir), wall_time_s, exit_codes, target);
+}
+
+ExperimentConfig read_run_config(const std::filesystem::path& run_dir) {
+  return load_config(run_dir / "config.yaml");
+}
+
+RunOutcome recorded_outcome(const std::filesystem::path& run_dir) {
+  RunOutcome out;
+  const auto text = read_text_if_any(run_dir / "summary.json");
+  if (!text) return out;
+  const nlohmann::json s = nlohmann::json::parse(*text, nullptr, /*allow_exceptions=*/false);
+  if (!s.is_object()) return out;
+  if (s.contains("wall_time_s") && s["wall_time_s"].is_number()) out.wall_time_s = s["wall_time_s"].get<double>();
+  if (s.contains("peers") && s["peers"].is_array()) {
+    for (const auto& p : s["peers"]) {
+      if (p.is_object() && p.contains("rank") && p["rank"].is_number_integer() && p.contains("exit") &&
+          p["exit"].is_number_integer()) {
+        out.exit_codes[p["rank"].get<int>()] = p["exit"].get<int>();
+      }
+    }
+  }
+  return out;
 }
 
 void write_json(const std::filesystem::path& file, const nlohmann::json& value) {
   const std::string text = value.dump(2) + "\n";
   atomic_write_file(file, std::as_bytes(std::span(text.data(), text.size())));
+}
+
+void write_summary(const std::filesystem::path& run_dir, const nlohmann::json& summary) {
+  write_json(run_dir / "summary.json", summary);
 }
 
 }  // namespace murmur::runtime

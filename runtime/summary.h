@@ -1,11 +1,15 @@
-// summary.json: the one file a person or a script reads first after a run.
-// {"world_size": N, "peers": [{"rank", "test_accuracy", "test_loss", "bytes_sent", "steps"}...],
-//  "wall_time_s": t, "config": {...}} (multi-peer runs add the average model and consensus, and
-// a run with eval.target_accuracy its "time_to_accuracy"). Pure functions, but for the file I/O.
+// summary.json: the one file a person or a script reads first after a run, built from the run
+// directory alone by summarize_run() for every way a run is made (a lone murmur-peer, murmur-sim,
+// murmur-launch through `murmur-peer --summarize`, the sweep's report):
+// {"world_size": N, "peers": [rank<r>/result.json without its average, or {"rank", "failed": true,
+//  "exit"}], "wall_time_s", "config", "average_model", "consensus_distance", "time_to_accuracy"}.
+// Pure functions, but for the file I/O; thread-safe for distinct run directories.
 #pragma once
 
 #include <cstdint>
 #include <filesystem>
+#include <map>
+#include <optional>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -25,9 +29,10 @@ struct EvalPoint {
 };
 
 // Where the slowest peer first reached the target: at the first evaluation step present on every
-// rank whose MIN accuracy over the ranks is >= target. time_s is from the earliest peer's
-// training start to the last peer's evaluation at that step (system clock, so one clock for all;
-// the peers' own time_s where unix_s is absent); bytes_sent is summed over the ranks.
+// rank whose MIN accuracy over the ranks is >= target (a diverged rank, NaN, reaches nothing).
+// time_s is from the earliest peer's training start to the last peer's evaluation at that step
+// (system clock, so one clock for all; the peers' own time_s where unix_s is absent); bytes_sent
+// is summed over the ranks.
 struct TimeToAccuracy {
   double target = 0;
   bool reached = false;
@@ -39,17 +44,54 @@ struct TimeToAccuracy {
 
 TimeToAccuracy time_to_accuracy(const std::vector<std::vector<EvalPoint>>& per_rank, double target);
 // The eval lines of one metrics.jsonl, by step (a resumed run's repeated step: the last wins).
-// A missing file gives none; lines cut by a kill are skipped.
+// A missing file gives none; lines cut by a kill, or without a step, are skipped.
 std::vector<EvalPoint> read_eval_points(const std::filesystem::path& metrics_file);
 // {"target", "step", "time_s", "bytes_sent", "accuracy"}, the last four null when not reached.
 nlohmann::json time_to_accuracy_json(const TimeToAccuracy& t);
 
+// One peer's rank<r>/result.json.
 nlohmann::json peer_json(const PeerResult& r);
-// With a run directory and eval.target_accuracy > 0, adds "time_to_accuracy" read from
-// run_dir/rank<r>/metrics.jsonl of every peer.
-nlohmann::json make_summary(const ExperimentConfig& config, const std::vector<PeerResult>& peers,
-                            double wall_time_s, const std::filesystem::path& run_dir = {});
+// Returns the object of rank<rank>/result.json in run_dir, or nullopt when it is missing,
+// unreadable, not JSON, not for `rank`, or has a field of the wrong type: that peer failed.
+std::optional<nlohmann::json> read_peer_result(const std::filesystem::path& run_dir, int rank);
+
+// The summary of these peer entries (results as read_peer_result gives them, or failed entries):
+// each result's average_model is taken out of its entry, and the widest (most ranks; of equals,
+// the last) becomes the run's average_model, with that peer's consensus_distance. world_size is
+// config.world.size. No time_to_accuracy: summarize_run adds it.
+nlohmann::json make_summary(const ExperimentConfig& config, const std::vector<nlohmann::json>& peers,
+                            double wall_time_s);
+
+// summary.json of the run in run_dir: every rank r < config.world.size from rank<r>/result.json,
+// a rank without a valid one as {"rank": r, "failed": true, "exit": exit_codes[r] or null}; and,
+// when `target` (else eval.target_accuracy) is > 0, time_to_accuracy over every rank's
+// rank<r>/metrics.jsonl. `target` changes that field only, not the config written.
+nlohmann::json summarize_run(const std::filesystem::path& run_dir, const ExperimentConfig& config,
+                             double wall_time_s, const std::map<int, int>& exit_codes,
+                             std::optional<double> target = std::nullopt);
+// The same with the config the run wrote, read_run_config(run_dir).
+nlohmann::json summarize_run(const std::filesystem::path& run_dir, double wall_time_s,
+                             const std::map<int, int>& exit_codes,
+                             std::optional<double> target = std::nullopt);
+
+// The config a run was started with, run_dir/config.yaml (written with config.json by rank 0 or
+// murmur-sim; the YAML one, since only it keeps integer map keys such as network.stragglers').
+// Throws ConfigError naming the file.
+ExperimentConfig read_run_config(const std::filesystem::path& run_dir);
+
+// What a run directory cannot say about itself: the launcher's wall time and how failed peers
+// exited (rank -> exit status; negative: killed by that signal).
+struct RunOutcome {
+  double wall_time_s = 0;
+  std::map<int, int> exit_codes;
+};
+// The outcome recorded in run_dir/summary.json, to keep when rewriting it (e.g. with another
+// target); zero and none where it has no such figures or is missing or unreadable.
+RunOutcome recorded_outcome(const std::filesystem::path& run_dir);
+
 // Writes `value` (indented) to `file` atomically: summary.json, rank<r>/result.json.
 void write_json(const std::filesystem::path& file, const nlohmann::json& value);
+// Writes run_dir/summary.json atomically.
+void write_summary(const std::filesystem::path& run_dir, const nlohmann::json& summary);
 
 }  // namespace murmur::runtime

@@ -1,16 +1,23 @@
 // murmur-peer: one peer of a run. Rank and world come from flags, the config, or the launcher's
 // and schedulers' environment. With no --config it runs the embedded default
 // (runtime/default_config.h: 4 peers, D-PSGD on a ring, the MLP on Fashion-MNIST).
+// With --summarize RUN_DIR it trains nothing: it writes the run's summary.json (murmur-launch
+// and murmur-sweep call it so).
 #include <unistd.h>
 
+#include <charconv>
 #include <chrono>
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
+#include <map>
+#include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <CLI/CLI.hpp>
+#include <fmt/format.h>
 
 #include "core/config.h"
 #include "core/error.h"
@@ -40,6 +47,52 @@ void restore_crash_signals() {
   for (int sig : {SIGSEGV, SIGBUS, SIGILL, SIGFPE}) std::signal(sig, SIG_DFL);
 }
 
+// One --exit RANK=CODE of --summarize; throws murmur::Error naming it.
+std::pair<int, int> parse_exit(const std::string& text, int world_size) {
+  const auto eq = text.find('=');
+  const auto number = [&](std::string_view s, int& v) {
+    const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+    return !s.empty() && ec == std::errc() && end == s.data() + s.size();
+  };
+  int rank = 0, code = 0;
+  if (eq == std::string::npos || !number(std::string_view(text).substr(0, eq), rank) ||
+      !number(std::string_view(text).substr(eq + 1), code)) {
+    throw murmur::Error(fmt::format("--exit {}: expected RANK=CODE, e.g. --exit 2=-9", text));
+  }
+  if (rank < 0 || rank >= world_size) {
+    throw murmur::Error(fmt::format("--exit {}: rank {} is not in a world of {}", text, rank, world_size));
+  }
+  return {rank, code};
+}
+
+// --summarize: summary.json of `run_dir` from its result and metrics files, with the run's own
+// config (run_dir/config.yaml) unless --config names another. Without --wall-time it keeps the
+// wall time and exit codes of the summary.json it replaces (a sweep re-reading a run with another
+// target does not know them); --exit adds to those.
+void summarize(const std::filesystem::path& run_dir, const std::string& config_file,
+               const std::vector<std::string>& overrides, int world, const std::vector<std::string>& exits,
+               std::optional<double> wall_time_s, std::optional<double> target) {
+  murmur::ExperimentConfig config =
+      config_file.empty() ? murmur::runtime::read_run_config(run_dir) : murmur::load_config(config_file);
+  for (const auto& o : overrides) murmur::apply_override(config, o);
+  if (world > 0) config.world.size = world;
+  if (target && !(*target >= 0 && *target <= 1)) {
+    throw murmur::Error(fmt::format("--target {}: expected an accuracy in [0, 1]", *target));
+  }
+  murmur::runtime::RunOutcome outcome;
+  if (wall_time_s) {
+    outcome.wall_time_s = *wall_time_s;
+  } else {
+    outcome = murmur::runtime::recorded_outcome(run_dir);
+  }
+  for (const auto& e : exits) {
+    const auto [rank, code] = parse_exit(e, config.world.size);
+    outcome.exit_codes[rank] = code;
+  }
+  murmur::runtime::write_summary(
+      run_dir, murmur::runtime::summarize_run(run_dir, config, outcome.wall_time_s, outcome.exit_codes, target));
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -64,10 +117,29 @@ int main(int argc, char** argv) {
   bool print_config = false;
   app.add_flag("--print-config", print_config,
                "print the resolved config as JSON (after --set) and exit: a dry run");
+  std::string summarize_dir;
+  std::vector<std::string> exits;
+  std::optional<double> wall_time_s, target;
+  app.add_option("--summarize", summarize_dir,
+                 "write RUN_DIR/summary.json from its rank<r>/result.json and metrics.jsonl, and exit");
+  app.add_option("--exit", exits, "with --summarize: how a failed peer exited, RANK=CODE (repeatable)")
+      ->allow_extra_args(false);
+  app.add_option("--wall-time", wall_time_s,
+                 "with --summarize: the run's wall time in seconds (default: the replaced summary's)");
+  app.add_option("--target", target,
+                 "with --summarize: the target accuracy of time_to_accuracy (default: eval.target_accuracy)");
   CLI11_PARSE(app, argc, argv);
+  if (summarize_dir.empty() && (!exits.empty() || wall_time_s || target)) {
+    std::fprintf(stderr, "murmur-peer: error: --exit, --wall-time and --target go with --summarize\n");
+    return 2;
+  }
 
   const auto start = std::chrono::steady_clock::now();
   try {
+    if (!summarize_dir.empty()) {
+      summarize(summarize_dir, config_file, overrides, world, exits, wall_time_s, target);
+      return 0;
+    }
     murmur::ExperimentConfig config =
         config_file.empty()
             ? murmur::load_config_string(murmur::runtime::kDefaultConfig, "<embedded default>")
@@ -109,8 +181,7 @@ int main(int argc, char** argv) {
     murmur::runtime::write_json(options.out / fmt::format("rank{}", config.world.rank) / "result.json",
                                 murmur::runtime::peer_json(result));
     if (config.world.size == 1) {
-      murmur::runtime::write_json(options.out / "summary.json",
-                                  murmur::runtime::make_summary(config, {result}, wall, options.out));
+      murmur::runtime::write_summary(options.out, murmur::runtime::summarize_run(options.out, config, wall, {}));
       std::fprintf(stderr, "murmur-peer: results in %s (summary.json, rank0/metrics.jsonl, rank0/final.safetensors)\n",
                    options.out.c_str());
     }

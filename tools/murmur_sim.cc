@@ -109,15 +109,19 @@ int main(int argc, char** argv) {
     std::vector<runtime::PeerResult> results;
     int failed = 0;
     for (const Outcome& o : outcomes) {
+      const auto result_file = dir / fmt::format("rank{}", o.result.rank) / "result.json";
       if (!o.error.empty()) {
         std::fprintf(stderr, "murmur-sim: peer %d: error: %s\n", o.result.rank, o.error.c_str());
         ++failed;
+        std::error_code ec;  // an earlier run's result: the summary must list this peer as failed
+        std::filesystem::remove(result_file, ec);
         continue;
       }
-      runtime::write_json(dir / fmt::format("rank{}", o.result.rank) / "result.json", runtime::peer_json(o.result));
+      runtime::write_json(result_file, runtime::peer_json(o.result));
       results.push_back(o.result);
     }
-    runtime::write_json(dir / "summary.json", runtime::make_summary(config, results, wall, dir));
+    // A thread has no exit status: a failed peer's "exit" is null.
+    runtime::write_summary(dir, runtime::summarize_run(dir, config, wall, {}));
     double acc_min = 1, acc_max = 0, average = -1, distance = 0;
     for (const auto& r : results) {
       acc_min = std::min(acc_min, r.test_accuracy);

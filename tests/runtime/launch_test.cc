@@ -160,6 +160,11 @@ TEST_CASE("a peer killed mid-run stops the others, or lets them go on", "[launch
   INFO(r.output);
   CHECK(r.exit_code == 1);
   CHECK_THAT(r.output, Catch::Contains("peer 2 exited with signal SIGKILL"));
+  // summary.json (murmur-peer --summarize) lists the killed peer with the status the launcher saw.
+  const auto killed = read_json(out / "summary.json");
+  CHECK(killed["world_size"] == 4);
+  REQUIRE(killed["peers"].size() == 4);
+  CHECK(killed["peers"][2] == nlohmann::json({{"rank", 2}, {"failed", true}, {"exit", -9}}));
   if (keep_going) {
     CHECK_THAT(r.output, Catch::Contains("the others go on"));
     // Its ring neighbors learn of it from the transport and say which peer they lost; the

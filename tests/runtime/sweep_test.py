@@ -2,8 +2,9 @@
 """tools/murmur-sweep end to end on a tiny sweep: 2 points (D-PSGD on a ring and local SGD with
 H = 3, 4 peers each, synthetic data, a narrow MLP), run through murmur-launch; then checks that
 summary.csv and report.md hold exactly those rows with sane figures, that the plots are PNGs,
-that the consensus series was read from the checkpoints (and the checkpoints removed), that a
-second run skips both points, and that --report rebuilds the same CSV from the results alone.
+that the consensus series was read from the checkpoints (and the checkpoints removed), that the
+points' summary.json got the sweep's target (time_to_accuracy, from murmur-peer --summarize), that
+a second run skips both points, and that --report rebuilds the same CSV from the results alone.
 Exits 77 (CTest: skipped) without Debian's python3-yaml, -numpy or -matplotlib.
 """
 import argparse
@@ -97,6 +98,14 @@ def main():
             summary = json.load(open(os.path.join(out, r["point"], "summary.json")))
             accs = [p["test_accuracy"] for p in summary["peers"]]
             check(abs(float(r["peer_acc_mean"]) - sum(accs) / len(accs)) < 1e-9, "mean accuracy differs from summary.json")
+            # The config sets no eval.target_accuracy: the report had murmur-peer --summarize add
+            # the sweep's target to summary.json, keeping the launcher's wall time.
+            tta = summary.get("time_to_accuracy") or {}
+            check(tta.get("target") == 0.3 and tta.get("time_s") is not None,
+                  f"{r['point']}: summary.json time_to_accuracy {tta}")
+            check(float(r["slowest_to_target_s"]) == tta["time_s"] and float(r["bytes_total_to_target"]) > 0,
+                  f"{r['point']}: slowest_to_target_s {r['slowest_to_target_s']}, summary.json {tta}")
+            check(summary["wall_time_s"] > 0, f"{r['point']}: wall time {summary['wall_time_s']}")
         check(rows[0]["spectral_gap"] != "" or not args.topo, "ring: no spectral gap")
 
         report = open(os.path.join(out, "report.md")).read()

@@ -1,14 +1,14 @@
 """The extra section of a sweep with `report: network` (experiments/network.yaml): the time to
-the target (slowest peer, tta.py) against bandwidth per algorithm, the speedup of each
-algorithm over allreduce per network, the straggler's cost per algorithm, and two sentences
-drawn from those figures on where gossip wins and where it does not. Reads the rows that
-report.py made; appends to report.md and writes network_table.md (the table for
+the target (slowest peer, summary.json's time_to_accuracy) against bandwidth per algorithm, the
+speedup of each algorithm over allreduce per network, the straggler's cost per algorithm, and
+two sentences drawn from those figures on where gossip wins and where it does not. Reads the
+rows that report.py made; appends to report.md and writes network_table.md (the table for
 docs/experiments.md).
 Axes it expects: world.size, bandwidth, latency, straggler, algorithm (allreduce among them).
 """
 import os
 
-from . import plots, tta  # noqa: F401  (tta: the rule the figures follow)
+from . import plots
 
 BASE = "allreduce"
 

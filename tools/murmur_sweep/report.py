@@ -2,16 +2,21 @@
 
 Per point: final test accuracy of the peers (mean, min) and of the average model, consensus
 distance, bytes sent per peer, wall time, and the time, bytes and epochs to the target
-accuracy (by the mean over peers, and by the slowest peer: tta.py). "To target" is the first evaluation at which the MEAN test accuracy over the peers
-reaches the target; its time is the slowest peer's time_s at that evaluation (when all had
-got there) and its bytes the mean over peers of bytes_sent, interpolated from the step lines.
+accuracy (by the mean over peers, and by the slowest peer: summary.json's time_to_accuracy).
+"To target" is the first evaluation at which the MEAN test accuracy over the peers reaches the
+target; its time is the slowest peer's time_s at that evaluation (when all had got there) and
+its bytes the mean over peers of bytes_sent, interpolated from the step lines. A point whose
+summary.json has no time_to_accuracy for the sweep's target gets it from
+`murmur-peer --summarize DIR --target X` (runtime/summary.cc), which rewrites that summary.json.
 The sweep's definition is copied into the directory as sweep.yaml, so --report DIR needs nothing else.
 """
 import csv
 import json
 import os
+import subprocess
+import sys
 
-from . import checkpoints, plots, spec, tta
+from . import checkpoints, plots, spec
 
 COLUMNS = ["point", "peers", "peer_acc_mean", "peer_acc_min", "avg_model_acc", "consensus_distance",
            "bytes_per_peer", "wall_time_s", "time_to_target_s", "bytes_to_target", "epochs_to_target",
@@ -63,13 +68,43 @@ def curves(run_dir, world_size):
     return out
 
 
-def point_row(sweep, point, run_dir, topo):
-    row = {"point": point.id, **point.axes}
+def read_summary(run_dir):
     try:
         with open(os.path.join(run_dir, "summary.json")) as f:
             s = json.load(f)
     except (OSError, ValueError):
+        return None
+    return s if isinstance(s, dict) else None
+
+
+def with_target(run_dir, s, target, peer):
+    """The summary `s` of run_dir, rewritten by murmur-peer with time_to_accuracy for `target`
+    where it has none for it (the wall time and exit codes it records are kept); `s` itself
+    when it has, or when it cannot be rewritten (a warning says why)."""
+    if target is None or (s.get("time_to_accuracy") or {}).get("target") == target:
+        return s
+    gone = [p.get("rank") for p in s.get("peers", []) if isinstance(p, dict) and not p.get("failed") and
+            not os.path.exists(os.path.join(run_dir, f"rank{p.get('rank')}", "result.json"))]
+    if not peer or not os.path.exists(peer):
+        why = "no murmur-peer (--peer)"
+    elif gone:  # rewritten now, those peers would read as failed
+        why = f"the result.json of rank {', '.join(map(str, gone))} is gone"
+    else:
+        r = subprocess.run([peer, "--summarize", run_dir, "--target", repr(float(target))],
+                           capture_output=True, text=True)
+        if r.returncode == 0:
+            return read_summary(run_dir) or s
+        why = (r.stderr or r.stdout).strip()
+    print(f"murmur-sweep: {run_dir}: no time to {target} in summary.json: {why}", file=sys.stderr)
+    return s
+
+
+def point_row(sweep, point, run_dir, topo, peer=None):
+    row = {"point": point.id, **point.axes}
+    s = read_summary(run_dir)
+    if s is None:
         return row, [], []
+    s = with_target(run_dir, s, sweep.target, peer)
     peers = [p for p in s.get("peers", []) if "test_accuracy" in p]
     n = s.get("world_size", len(peers))
     row["peers"] = n
@@ -88,8 +123,10 @@ def point_row(sweep, point, run_dir, topo):
         if hit:
             row.update(time_to_target_s=hit["time_s"], bytes_to_target=hit["bytes"],
                        epochs_to_target=hit["epoch"])
-    # Time to accuracy (tta.py): the slowest peer's accuracy decides, bytes summed over peers.
-    t = s.get("time_to_accuracy") or (tta.of_run(run_dir, n, sweep.target) if sweep.target else {})
+    # Time to accuracy (runtime/summary.h): the slowest peer's accuracy decides, bytes summed over peers.
+    t = s.get("time_to_accuracy") or {}
+    if sweep.target is not None and t.get("target") != sweep.target:
+        t = {}  # another target's figures: not this sweep's
     if t.get("time_s") is not None:
         row.update(slowest_to_target_s=t["time_s"], bytes_total_to_target=t["bytes_sent"])
     cfg = s.get("config", {})
@@ -147,14 +184,15 @@ def write_markdown(path, sweep, rows, figures, missing):
         f.write("\n".join(lines))
 
 
-def build(out, sweep=None, topo=None):
-    """Writes summary.csv, report.md and the PNGs into `out`; returns the rows."""
+def build(out, sweep=None, topo=None, peer=None):
+    """Writes summary.csv, report.md and the PNGs into `out`; returns the rows. `peer`: murmur-peer,
+    to give the points' summaries the sweep's target (without it, the figures they have)."""
     if sweep is None:
         sweep = spec.load(os.path.join(out, "sweep.yaml"))
     rows, data, missing = [], {}, []
     for p in sweep.points:
         run_dir = os.path.join(out, p.id)
-        row, cv, cons = point_row(sweep, p, run_dir, topo)
+        row, cv, cons = point_row(sweep, p, run_dir, topo, peer)
         if "peers" not in row:
             missing.append(p.id)
             continue
