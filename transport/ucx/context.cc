@@ -210,9 +210,7 @@ Transport::Peer& Transport::peer_for(int peer, const char* what) {
     throw TransportError(fmt::format("ucx: {}: rank {} is not a connected peer of rank {}", what,
                                      peer, rank_));
   }
-  Peer& p = *peers_[peer];
-  if (p.lost) std::rethrow_exception(p.lost);
-  return p;
+  return *peers_[peer];
 }
 
 std::unique_ptr<transport::Region> Transport::register_region(std::span<std::byte> bytes) {

@@ -58,6 +58,8 @@ Request Transport::send(int peer, Tag tag, const transport::Region& from, ByteRa
   op->peer = peer;
   op->tag = tag;
   op->bytes = range.size;
+  // A rank lost before: the request fails at its first test(), with the loss, as any other.
+  if (p.lost) return track(std::move(op), UCS_STATUS_PTR(UCS_ERR_CONNECTION_RESET), 0);
   ucp_request_param_t param{};
   param.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
   param.cb.send = &Transport::on_send;
@@ -72,12 +74,13 @@ Request Transport::send(int peer, Tag tag, const transport::Region& from, ByteRa
 }
 
 Request Transport::recv(int peer, Tag tag, transport::Region& into, ByteRange range) {
-  peer_for(peer, "recv");
+  const Peer& p = peer_for(peer, "recv");
   check_range(into, range, "recv");
   auto op = std::make_shared<Op>();
   op->kind = Kind::kRecv;
   op->peer = peer;
   op->tag = tag;
+  if (p.lost) return track(std::move(op), UCS_STATUS_PTR(UCS_ERR_CONNECTION_RESET), 0);
   // Posting at most max_frame bytes makes UCX refuse a longer message (truncation) before it
   // lands anywhere but this buffer.
   op->capacity = std::min(range.size, max_frame_);
@@ -106,11 +109,12 @@ Request Transport::put(int peer, const transport::Region& from, ByteRange range,
     throw TransportError(fmt::format("ucx: put to rank {}: [{}, +{}) is outside its region of {} bytes",
                                      peer, remote_offset, range.size, key.size));
   }
-  ucp_rkey_h rkey = remote_key_for(p, key.packed);
   auto op = std::make_shared<Op>();
   op->kind = Kind::kPut;
   op->peer = peer;
   op->bytes = range.size;
+  if (p.lost) return track(std::move(op), UCS_STATUS_PTR(UCS_ERR_CONNECTION_RESET), 0);
+  ucp_rkey_h rkey = remote_key_for(p, key.packed);
   ucp_request_param_t param{};
   param.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
   param.cb.send = &Transport::on_send;
