@@ -16,14 +16,14 @@
 
 namespace murmur {
 
-// Constraints a visitor checks after reading a field. An empty Choices/Range accepts anything.
+// Constraints a visitor checks after reading a field. Range bounds a number; Registered makes a
+// string one of the names the room that owns the key registered for it (core/names.h), so this
+// file lists no name of a room above core.
 struct Range {
   double min = -1e300;
   double max = 1e300;
 };
-struct Choices {
-  std::vector<std::string_view> allowed;
-};
+struct Registered {};
 
 struct RunConfig {
   std::string name = "murmur";
@@ -31,8 +31,8 @@ struct RunConfig {
   std::string out;             // run directory; "" = runs/<name>
   int log_every = 100;         // steps between metric lines
   int threads = 0;             // compute threads per peer; 0 = this machine's cores / local peers
-  std::string device = "cpu";  // cpu | cuda
-  std::string on_peer_failure = "stop";  // murmur-launch: stop the others, or let them go on
+  std::string device = "cpu";  // runtime/device_model.h: cpu, cuda
+  std::string on_peer_failure = "stop";  // membership/neighborhood.h: stop, or continue
 };
 template <class V>
 void describe(V& v, RunConfig& c) {
@@ -41,18 +41,18 @@ void describe(V& v, RunConfig& c) {
   v("out", c.out);
   v("log_every", c.log_every, Range{1, 1e9});
   v("threads", c.threads, Range{0, 1024});
-  v("device", c.device, Choices{{"cpu", "cuda"}});
-  v("on_peer_failure", c.on_peer_failure, Choices{{"stop", "continue"}});
+  v("device", c.device, Registered{});
+  v("on_peer_failure", c.on_peer_failure, Registered{});
 }
 
 struct ModelConfig {
-  std::string name = "mlp";                // mlp | cnn | logreg
+  std::string name = "mlp";                // nn/model.h
   std::vector<int> hidden = {512, 256};    // mlp hidden widths
   double dropout = 0.0;                    // mlp: dropout after each hidden ReLU
 };
 template <class V>
 void describe(V& v, ModelConfig& c) {
-  v("name", c.name, Choices{{"mlp", "cnn", "logreg"}});
+  v("name", c.name, Registered{});
   v("hidden", c.hidden, Range{1, 1 << 20});
   v("dropout", c.dropout, Range{0, 0.99});
 }
@@ -76,9 +76,9 @@ void describe(V& v, SyntheticConfig& c) {
 }
 
 struct DataConfig {
-  std::string name = "fashion_mnist";  // fashion_mnist | synthetic
+  std::string name = "fashion_mnist";  // nn/dataset.h
   std::string path = "/usr/share/datasets/fashion-mnist";
-  std::string partition = "iid";       // iid | dirichlet
+  std::string partition = "iid";       // nn/partition.h
   double dirichlet_alpha = 1.0;
   bool normalize = true;               // (x/255 - mean) / std
   double mean = 0.2860;
@@ -87,9 +87,9 @@ struct DataConfig {
 };
 template <class V>
 void describe(V& v, DataConfig& c) {
-  v("name", c.name, Choices{{"fashion_mnist", "synthetic"}});
+  v("name", c.name, Registered{});
   v("path", c.path);
-  v("partition", c.partition, Choices{{"iid", "dirichlet"}});
+  v("partition", c.partition, Registered{});
   v("dirichlet_alpha", c.dirichlet_alpha, Range{1e-6, 1e9});
   v("normalize", c.normalize);
   v("mean", c.mean);
@@ -98,7 +98,7 @@ void describe(V& v, DataConfig& c) {
 }
 
 struct OptimizerConfig {
-  std::string name = "sgd";  // sgd | adamw
+  std::string name = "sgd";  // optimizers/local_optimizer.h
   double lr = 0.05;
   double momentum = 0.9;     // sgd only; 0 = plain SGD
   bool nesterov = false;     // sgd only
@@ -109,7 +109,7 @@ struct OptimizerConfig {
 };
 template <class V>
 void describe(V& v, OptimizerConfig& c) {
-  v("name", c.name, Choices{{"sgd", "adamw"}});
+  v("name", c.name, Registered{});
   v("lr", c.lr, Range{0, 1e6});
   v("momentum", c.momentum, Range{0, 0.999999});
   v("nesterov", c.nesterov);
@@ -120,7 +120,7 @@ void describe(V& v, OptimizerConfig& c) {
 }
 
 struct ScheduleConfig {
-  std::string name = "cosine";  // constant | step | cosine
+  std::string name = "cosine";  // optimizers/lr_schedule.h
   int warmup_steps = 0;         // linear warm-up from 0 to lr, then the schedule
   int step_every = 1000;        // step: multiply by gamma every this many steps
   double gamma = 0.1;
@@ -128,7 +128,7 @@ struct ScheduleConfig {
 };
 template <class V>
 void describe(V& v, ScheduleConfig& c) {
-  v("name", c.name, Choices{{"constant", "step", "cosine"}});
+  v("name", c.name, Registered{});
   v("warmup_steps", c.warmup_steps, Range{0, 1e9});
   v("step_every", c.step_every, Range{1, 1e9});
   v("gamma", c.gamma, Range{0, 1});
@@ -186,7 +186,7 @@ void describe(V& v, WorldConfig& c) {
 }
 
 struct TransportConfig {
-  std::string backend = "tcp";          // tcp | ucx | ofi | inproc
+  std::string backend = "tcp";          // transport/factory.h
   std::string host = "127.0.0.1";       // address this peer listens on
   int port = 0;                         // 0 = any free port (published by rendezvous)
   std::vector<std::string> peers;       // static list "host:port", one per rank
@@ -211,7 +211,7 @@ struct TransportConfig {
 };
 template <class V>
 void describe(V& v, TransportConfig& c) {
-  v("backend", c.backend, Choices{{"tcp", "ucx", "ofi", "inproc"}});
+  v("backend", c.backend, Registered{});
   v("host", c.host);
   v("port", c.port, Range{0, 65535});
   v("peers", c.peers);
@@ -249,21 +249,17 @@ void describe(V& v, NetworkConfig& c) {
 }
 
 struct TopologyConfig {
-  // ring | ring_directed | torus | complete | hypercube | exponential | one_peer_exponential
-  // | random_matching | random_kout | custom
-  std::string graph = "ring";
-  std::string weights = "uniform";      // uniform | metropolis | custom
-  int k = 1;                            // random_kout: out-degree per round
-  std::vector<std::vector<int>> edges;  // custom: [from, to] pairs
-  bool directed = false;                // custom: edges are one-way
+  std::string graph = "ring";           // topology/registry.h (murmur-topo --list)
+  std::string weights = "uniform";      // topology/registry.h
+  int k = 1;                            // the random out-degree graph: out-degree per round
+  std::vector<std::vector<int>> edges;  // a custom graph: [from, to] pairs
+  bool directed = false;                // a custom graph: edges are one-way
   std::vector<std::vector<double>> matrix;  // custom weights: the full mixing matrix
 };
 template <class V>
 void describe(V& v, TopologyConfig& c) {
-  v("graph", c.graph,
-    Choices{{"ring", "ring_directed", "torus", "complete", "hypercube", "exponential",
-             "one_peer_exponential", "random_matching", "random_kout", "custom"}});
-  v("weights", c.weights, Choices{{"uniform", "metropolis", "custom"}});
+  v("graph", c.graph, Registered{});
+  v("weights", c.weights, Registered{});
   v("k", c.k, Range{1, 1 << 20});
   v("edges", c.edges);
   v("directed", c.directed);
@@ -271,20 +267,19 @@ void describe(V& v, TopologyConfig& c) {
 }
 
 struct CompressorConfig {
-  std::string name = "none";  // none | topk | randomk | qsgd | sign | fp16 | bf16
+  std::string name = "none";  // optimizers/compressor.h
   double ratio = 0.01;        // topk / randomk: fraction of entries kept
   int levels = 16;            // qsgd: quantization levels s
 };
 template <class V>
 void describe(V& v, CompressorConfig& c) {
-  v("name", c.name, Choices{{"none", "topk", "randomk", "qsgd", "sign", "fp16", "bf16"}});
+  v("name", c.name, Registered{});
   v("ratio", c.ratio, Range{1e-9, 1});
   v("levels", c.levels, Range{1, 1 << 20});
 }
 
 struct AlgorithmConfig {
-  // none | allreduce | dpsgd | sgp | adpsgd | local_sgd | diloco | choco
-  std::string name = "none";
+  std::string name = "none";    // optimizers/algorithm.h (murmur-topo --list)
   int local_steps = 1;          // H: local steps between averaging rounds
   std::int64_t switch_step = 0; // local_sgd: post-local SGD, allreduce every step before this
   bool overlap = false;         // average on the communication thread during the next step
@@ -296,8 +291,7 @@ struct AlgorithmConfig {
 };
 template <class V>
 void describe(V& v, AlgorithmConfig& c) {
-  v("name", c.name,
-    Choices{{"none", "allreduce", "dpsgd", "sgp", "adpsgd", "local_sgd", "diloco", "choco"}});
+  v("name", c.name, Registered{});
   v("local_steps", c.local_steps, Range{1, 1e9});
   v("switch_step", c.switch_step, Range{0, 1e15});
   v("overlap", c.overlap);

@@ -63,13 +63,4 @@ inline std::string format_double(double x) {
 // Range bounds as the messages print them: 1 -> "1", 1e6 -> "1e+06".
 inline std::string format_bound(double x) { return fmt::format("{:g}", x); }
 
-inline std::string join_choices(const Choices& choices) {
-  std::string out;
-  for (std::string_view c : choices.allowed) {
-    if (!out.empty()) out += ", ";
-    out += c;
-  }
-  return out;
-}
-
 }  // namespace murmur::config_detail

@@ -20,6 +20,7 @@
 
 #include "core/config_visit.h"
 #include "core/error.h"
+#include "core/names.h"
 
 namespace murmur {
 namespace {
@@ -58,6 +59,13 @@ std::string got(const YAML::Node& node) {
 
 // A plain (unquoted) scalar: `3` may be a number, `"3"` is a string and nothing else.
 bool is_plain_scalar(const YAML::Node& node) { return node.IsScalar() && node.Tag() != "!"; }
+
+// `node` as a plain scalar of the same text (a quoted map key that must be read as a number).
+YAML::Node unquoted(const YAML::Node& node) {
+  if (!node.IsScalar() || node.Tag() != "!") return node;
+  YAML::Node plain(node.Scalar());
+  return plain;
+}
 
 // True iff `s` is well-formed UTF-8 (no overlong forms, surrogates or code points past U+10FFFF).
 // Config strings go into config.json and summary.json, and JSON cannot carry anything else.
@@ -136,7 +144,7 @@ void read_section(const Source& src, const YAML::Node& node, const std::string& 
 
 template <class T>
 void read_field(const Source& src, const YAML::Node& node, const std::string& path, T& field,
-                const Range* range, const Choices* choices) {
+                const Range* range, bool registered) {
   if constexpr (Section<T>) {
     read_section(src, node, path, field);
   } else if constexpr (std::is_same_v<T, bool>) {
@@ -157,12 +165,11 @@ void read_field(const Source& src, const YAML::Node& node, const std::string& pa
     if (!node.IsScalar()) fail(src, node, path, fmt::format("expected a string, got {}", got(node)));
     const std::string& value = node.Scalar();
     if (!is_utf8(value)) fail(src, node, path, "not valid UTF-8 text");
-    if (choices != nullptr && !choices->allowed.empty()) {
-      bool allowed = false;
-      for (std::string_view c : choices->allowed) allowed = allowed || c == value;
-      if (!allowed) {
-        fail(src, node, path,
-             fmt::format("\"{}\" is not one of {}", value, config_detail::join_choices(*choices)));
+    if (registered) {
+      // The names the key's owner registered (core/names.h); none linked: any name.
+      const std::vector<std::string> known = registered_names(path);
+      if (!known.empty() && std::find(known.begin(), known.end(), value) == known.end()) {
+        fail(src, node, path, fmt::format("\"{}\" is not one of {}", value, fmt::join(known, ", ")));
       }
     }
     field = value;
@@ -173,17 +180,18 @@ void read_field(const Source& src, const YAML::Node& node, const std::string& pa
     T values;
     for (const auto& kv : node) {
       const std::string key_path = fmt::format("{}.{}", path, kv.first.Scalar());
-      const int key = read_integer<int>(src, kv.first, key_path);
+      // JSON (config.json) can only quote its keys: a quoted key is read as the number it spells.
+      const int key = read_integer<int>(src, unquoted(kv.first), key_path);
       if (key < 0) fail(src, kv.first, key_path, "keys must be non-negative integers");
       if (values.count(key) != 0) fail(src, kv.first, key_path, "duplicate key");
-      read_field(src, kv.second, key_path, values[key], range, choices);
+      read_field(src, kv.second, key_path, values[key], range, registered);
     }
     field = std::move(values);
   } else {  // std::vector<E>: Range and Choices apply to every element
     if (!node.IsSequence()) fail(src, node, path, fmt::format("expected a list, got {}", got(node)));
     T values(node.size());
     for (std::size_t i = 0; i < node.size(); ++i) {
-      read_field(src, node[i], fmt::format("{}[{}]", path, i), values[i], range, choices);
+      read_field(src, node[i], fmt::format("{}[{}]", path, i), values[i], range, registered);
     }
     field = std::move(values);
   }
@@ -207,13 +215,11 @@ class Reader {
   }
 
   template <class T>
-  void operator()(std::string_view key, T& field) { visit(key, field, nullptr, nullptr); }
+  void operator()(std::string_view key, T& field) { visit(key, field, nullptr, false); }
   template <class T>
-  void operator()(std::string_view key, T& field, Range range) { visit(key, field, &range, nullptr); }
+  void operator()(std::string_view key, T& field, Range range) { visit(key, field, &range, false); }
   template <class T>
-  void operator()(std::string_view key, T& field, const Choices& choices) {
-    visit(key, field, nullptr, &choices);
-  }
+  void operator()(std::string_view key, T& field, Registered) { visit(key, field, nullptr, true); }
 
   template <Section T>
   void reject_unknown(const T& section) const {
@@ -236,11 +242,11 @@ class Reader {
   }
 
   template <class T>
-  void visit(std::string_view key, T& field, const Range* range, const Choices* choices) {
+  void visit(std::string_view key, T& field, const Range* range, bool registered) {
     const auto it = entries_.find(std::string(key));
     if (it == entries_.end()) return;  // absent: keep the default
     it->second.used = true;
-    read_field(src_, it->second.value, child(key), field, range, choices);
+    read_field(src_, it->second.value, child(key), field, range, registered);
   }
 
   const Source& src_;
@@ -344,16 +350,6 @@ class YamlWriter {
 // user fixes a config in one round. Add a rule by adding a function to kRules.
 using Problems = std::vector<std::string>;
 
-void cnn_needs_28x28(const ExperimentConfig& c, Problems& problems) {
-  if (c.model.name != "cnn" || c.data.name != "synthetic") return;  // fashion_mnist is 28x28
-  const SyntheticConfig& s = c.data.synthetic;
-  if (s.height != 28 || s.width != 28) {
-    problems.push_back(fmt::format(
-        "model.name: cnn needs 28x28 images, but data.synthetic is {}x{} (set height and width to 28)",
-        s.height, s.width));
-  }
-}
-
 void rank_inside_world(const ExperimentConfig& c, Problems& problems) {
   if (c.world.rank >= 0 && c.world.rank >= c.world.size) {
     problems.push_back(
@@ -361,14 +357,10 @@ void rank_inside_world(const ExperimentConfig& c, Problems& problems) {
   }
 }
 
-void custom_topology_is_given(const ExperimentConfig& c, Problems& problems) {
+// The shapes of topology.edges and topology.matrix; whether the graph and the weights scheme
+// take them at all is topology's rule (topology/registry.h).
+void topology_shapes(const ExperimentConfig& c, Problems& problems) {
   const TopologyConfig& t = c.topology;
-  if (t.graph == "custom" && t.edges.empty() && t.matrix.empty()) {
-    problems.push_back("topology.graph: custom needs topology.edges or topology.matrix");
-  }
-  if (t.weights == "custom" && t.matrix.empty()) {
-    problems.push_back("topology.weights: custom needs topology.matrix");
-  }
   for (std::size_t i = 0; i < t.edges.size(); ++i) {
     const std::vector<int>& e = t.edges[i];
     if (e.size() != 2 || e[0] < 0 || e[1] < 0 || e[0] >= c.world.size || e[1] >= c.world.size) {
@@ -383,14 +375,6 @@ void custom_topology_is_given(const ExperimentConfig& c, Problems& problems) {
   if (!square) {
     problems.push_back(fmt::format("topology.matrix: expected {0}x{0} (world.size), got {1} rows",
                                    n, t.matrix.size()));
-  }
-}
-
-void compressor_only_with_choco(const ExperimentConfig& c, Problems& problems) {
-  const AlgorithmConfig& a = c.algorithm;
-  if (a.compressor.name != "none" && a.name != "choco") {
-    problems.push_back(fmt::format(
-        "algorithm.compressor.name: {} needs algorithm.name choco, not {}", a.compressor.name, a.name));
   }
 }
 
@@ -435,8 +419,8 @@ void network_is_emulable(const ExperimentConfig& c, Problems& problems) {
 }
 
 using Rule = void (*)(const ExperimentConfig&, Problems&);
-constexpr Rule kRules[] = {cnn_needs_28x28, rank_inside_world, custom_topology_is_given,
-                           compressor_only_with_choco, network_is_emulable};
+constexpr Rule kRules[] = {rank_inside_world, topology_shapes,
+                           network_is_emulable};
 
 }  // namespace
 

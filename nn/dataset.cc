@@ -5,6 +5,8 @@
 #include <fmt/format.h>
 
 #include "core/error.h"
+#include "core/name_table.h"
+#include "core/names.h"
 #include "nn/idx.h"
 #include "nn/synthetic.h"
 
@@ -53,11 +55,40 @@ Dataset load_fashion_mnist(const DataConfig& config, bool train) {
 
 }  // namespace
 
+namespace {
+
+// The data sets, one row each: what data.name takes.
+struct DatasetEntry {
+  std::string_view name;
+  Dataset (*load)(const DataConfig&, std::uint64_t seed, bool train);
+  std::array<int, 3> (*shape)(const DataConfig&);
+};
+const DatasetEntry kDatasets[] = {
+    {"fashion_mnist",
+     [](const DataConfig& c, std::uint64_t, bool train) { return load_fashion_mnist(c, train); },
+     [](const DataConfig&) { return std::array<int, 3>{1, 28, 28}; }},
+    {"synthetic",
+     [](const DataConfig& c, std::uint64_t seed, bool train) {
+       return make_synthetic(c.synthetic, seed, train);
+     },
+     [](const DataConfig& c) { return std::array<int, 3>{1, c.synthetic.height, c.synthetic.width}; }},
+};
+[[maybe_unused]] const bool kRegistered = register_names("data.name", dataset_names());
+
+const DatasetEntry& find_dataset(std::string_view name) {
+  return find_named(std::span<const DatasetEntry>(kDatasets), name, "data.name", "data set");
+}
+
+}  // namespace
+
+std::vector<std::string_view> dataset_names() {
+  return names_of(std::span<const DatasetEntry>(kDatasets));
+}
+
+std::array<int, 3> image_shape(const DataConfig& config) { return find_dataset(config.name).shape(config); }
+
 Dataset load_dataset(const DataConfig& config, std::uint64_t seed, bool train) {
-  if (config.name == "fashion_mnist") return load_fashion_mnist(config, train);
-  if (config.name == "synthetic") return make_synthetic(config.synthetic, seed, train);
-  throw ConfigError(
-      fmt::format("data.name: unknown data set '{}' (fashion_mnist | synthetic)", config.name));
+  return find_dataset(config.name).load(config, seed, train);
 }
 
 }  // namespace murmur::nn

@@ -4,7 +4,9 @@
 // nn/batch_loader.h.
 #pragma once
 
+#include <array>
 #include <cstdint>
+#include <string_view>
 #include <vector>
 
 #include "core/config.h"
@@ -25,6 +27,12 @@ struct Dataset {
   }
   const float* image(std::int64_t i) const { return images.data() + i * sample_floats(); }
 };
+
+// The names data.name takes ("fashion_mnist", "synthetic").
+std::vector<std::string_view> dataset_names();
+// The channels, height and width of the images `config` names, without loading them. Throws
+// ConfigError for an unknown name.
+std::array<int, 3> image_shape(const DataConfig& config);
 
 // Loads the train or test split named by `config.name`:
 // - "fashion_mnist": the four IDX files under config.path (Debian's dataset-fashion-mnist);

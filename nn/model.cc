@@ -1,8 +1,13 @@
 #include "nn/model.h"
 
+#include <optional>
+#include <vector>
+
 #include <fmt/format.h>
 
 #include "core/error.h"
+#include "core/name_table.h"
+#include "core/names.h"
 #include "nn/activations.h"
 #include "nn/cnn.h"
 #include "nn/dropout.h"
@@ -28,7 +33,51 @@ void build_mlp(Sequential& net, const ModelConfig& config, Shape3 input, int cla
   net.emplace<Linear>(fmt::format("fc{}", index), width, classes);
 }
 
+void build_logreg(Sequential& net, const ModelConfig& config, Shape3 input, int classes) {
+  ModelConfig linear = config;
+  linear.hidden.clear();
+  build_mlp(net, linear, input, classes);
+}
+
+void build_cnn_model(Sequential& net, const ModelConfig&, Shape3 input, int classes) {
+  build_cnn(net, input, classes);
+}
+
+// The models, one row each: what model.name takes.
+struct ModelEntry {
+  std::string_view name;
+  void (*build)(Sequential&, const ModelConfig&, Shape3, int);
+  std::optional<Shape3> fixed_input;  // the only input shape it takes, if any
+};
+const ModelEntry kModels[] = {
+    {"mlp", build_mlp, std::nullopt},
+    {"logreg", build_logreg, std::nullopt},
+    {"cnn", build_cnn_model, Shape3{1, 28, 28}},
+};
+[[maybe_unused]] const bool kRegistered =
+    register_names("model.name", names_of(std::span<const ModelEntry>(kModels)));
+
+const ModelEntry& find_model(std::string_view name) {
+  return find_named(std::span<const ModelEntry>(kModels), name, "model.name", "model");
+}
+
 }  // namespace
+
+std::vector<std::string_view> model_names() { return names_of(std::span<const ModelEntry>(kModels)); }
+
+void check_model(const ModelConfig& config, const DataConfig& data) {
+  const auto [c, h, w] = image_shape(data);
+  const Shape3 input{c, h, w};
+  const ModelEntry& m = find_model(config.name);
+  if (m.fixed_input && (input.h != m.fixed_input->h || input.w != m.fixed_input->w ||
+                        input.c != m.fixed_input->c)) {
+    throw ConfigError(fmt::format(
+        "model.name: {} needs {}x{} images with {} channel(s), but the data has {}x{}x{} (with "
+        "data.name synthetic, set data.synthetic.height and width)",
+        config.name, m.fixed_input->h, m.fixed_input->w, m.fixed_input->c, input.c, input.h,
+        input.w));
+  }
+}
 
 std::unique_ptr<Model> Model::create(const ModelConfig& config, Shape3 input, int classes,
                                      Rng& rng) {
@@ -40,17 +89,7 @@ std::unique_ptr<Model> Model::create(const ModelConfig& config, Shape3 input, in
   model->input_ = input;
   model->classes_ = classes;
   Sequential& net = model->net_;
-  if (config.name == "mlp") {
-    build_mlp(net, config, input, classes);
-  } else if (config.name == "logreg") {
-    ModelConfig linear = config;
-    linear.hidden.clear();
-    build_mlp(net, linear, input, classes);
-  } else if (config.name == "cnn") {
-    build_cnn(net, input, classes);
-  } else {
-    throw ConfigError(fmt::format("model.name: unknown model '{}'", config.name));
-  }
+  find_model(config.name).build(net, config, input, classes);
   net.build(Shape{input.c, input.h, input.w}, model->params_, model->grads_, model->buffers_);
   if (!(net.output() == Shape{classes}))
     throw ConfigError(fmt::format("model '{}': output shape {} for {} classes", config.name,

@@ -7,10 +7,13 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <string_view>
+#include <vector>
 
 #include "core/arena.h"
 #include "core/config.h"
 #include "core/rng.h"
+#include "nn/dataset.h"
 #include "nn/sequential.h"
 
 namespace murmur::nn {
@@ -24,6 +27,12 @@ struct EvalResult {
   std::int64_t correct = 0;   // samples whose argmax equals the label
   std::int64_t count = 0;
 };
+
+// The names model.name takes ("mlp", "logreg", "cnn").
+std::vector<std::string_view> model_names();
+// Throws ConfigError naming the keys if `config`'s model cannot take the images `data` gives
+// (the cnn takes 1x28x28 only), or the model is unknown: before any data is loaded.
+void check_model(const ModelConfig& config, const DataConfig& data);
 
 class Model {
  public:

@@ -7,6 +7,8 @@
 #include <fmt/format.h>
 
 #include "core/error.h"
+#include "core/name_table.h"
+#include "core/names.h"
 
 namespace murmur::nn {
 namespace {
@@ -99,6 +101,38 @@ std::vector<double> sample_dirichlet(Rng& rng, double alpha, int k) {
   return p;
 }
 
+namespace {
+
+// The splits, one row each: what data.partition takes.
+struct PartitionEntry {
+  std::string_view name;
+  std::vector<std::vector<std::int64_t>> (*split)(const std::vector<std::int32_t>& labels,
+                                                  int classes, int world,
+                                                  const DataConfig& config, Rng& rng);
+};
+const PartitionEntry kPartitions[] = {
+    {"iid", [](const std::vector<std::int32_t>& labels, int, int world, const DataConfig&, Rng& rng) {
+       return split_iid(static_cast<std::int64_t>(labels.size()), world, rng);
+     }},
+    {"dirichlet", [](const std::vector<std::int32_t>& labels, int classes, int world,
+                     const DataConfig& config, Rng& rng) {
+       if (!(config.dirichlet_alpha > 0.0))
+         throw ConfigError(fmt::format("data.dirichlet_alpha: {} must be > 0", config.dirichlet_alpha));
+       return split_dirichlet(labels, classes, world, config.dirichlet_alpha, rng);
+     }},
+};
+[[maybe_unused]] const bool kRegistered = register_names("data.partition", partition_names());
+
+const PartitionEntry& find_partition(std::string_view name) {
+  return find_named(std::span<const PartitionEntry>(kPartitions), name, "data.partition", "split");
+}
+
+}  // namespace
+
+std::vector<std::string_view> partition_names() {
+  return names_of(std::span<const PartitionEntry>(kPartitions));
+}
+
 std::vector<std::vector<std::int64_t>> partition_all(const std::vector<std::int32_t>& labels,
                                                      int classes, int world,
                                                      const DataConfig& config, std::uint64_t seed) {
@@ -113,18 +147,8 @@ std::vector<std::vector<std::int64_t>> partition_all(const std::vector<std::int3
           fmt::format("label {} at index {} is outside [0, {})", labels[i], i, classes));
 
   Rng rng = Rng(seed).fork(kPartitionStream);
-  std::vector<std::vector<std::int64_t>> shards;
-  if (config.partition == "iid") {
-    shards = split_iid(n, world, rng);
-  } else if (config.partition == "dirichlet") {
-    if (!(config.dirichlet_alpha > 0.0))
-      throw ConfigError(
-          fmt::format("data.dirichlet_alpha: {} must be > 0", config.dirichlet_alpha));
-    shards = split_dirichlet(labels, classes, world, config.dirichlet_alpha, rng);
-  } else {
-    throw ConfigError(
-        fmt::format("data.partition: unknown '{}' (iid | dirichlet)", config.partition));
-  }
+  std::vector<std::vector<std::int64_t>> shards =
+      find_partition(config.partition).split(labels, classes, world, config, rng);
   for (auto& s : shards) std::sort(s.begin(), s.end());
   return shards;
 }

@@ -4,12 +4,16 @@
 #pragma once
 
 #include <cstdint>
+#include <string_view>
 #include <vector>
 
 #include "core/config.h"
 #include "core/rng.h"
 
 namespace murmur::nn {
+
+// The names data.partition takes ("iid", "dirichlet").
+std::vector<std::string_view> partition_names();
 
 // All `world` shards, each sorted ascending. config.partition selects:
 // - "iid": a seeded permutation cut into `world` contiguous shards whose sizes differ by <= 1.

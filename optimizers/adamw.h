@@ -4,8 +4,6 @@
 // Owns two buffers, "exp_avg" (m) and "exp_avg_sq" (v), named as in torch's state_dict.
 #pragma once
 
-#include <vector>
-
 #include "optimizers/local_optimizer.h"
 
 namespace murmur::optimizers {
@@ -13,7 +11,7 @@ namespace murmur::optimizers {
 class AdamW final : public LocalOptimizer {
  public:
   // Uses config.beta1, beta2, eps and weight_decay.
-  AdamW(const OptimizerConfig& config, std::size_t size);
+  AdamW(const OptimizerConfig& config, device::Device& device, std::size_t size);
 
   void step(std::span<float> params, std::span<const float> grads, float lr) override;
   std::vector<std::pair<std::string, std::span<float>>> state() override;
@@ -23,8 +21,8 @@ class AdamW final : public LocalOptimizer {
   double beta2_;
   double eps_;
   double weight_decay_;
-  std::vector<float> exp_avg_;
-  std::vector<float> exp_avg_sq_;
+  device::Array exp_avg_;
+  device::Array exp_avg_sq_;
 };
 
 }  // namespace murmur::optimizers

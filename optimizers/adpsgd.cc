@@ -4,10 +4,28 @@
 #include <numeric>
 
 #include "core/rng.h"
-#include "optimizers/mixing_ops.h"
+#include "core/stopwatch.h"
+#include "optimizers/device_arrays.h"
+#include "optimizers/exchange.h"
 #include "topology/schedule.h"
 
 namespace murmur::optimizers {
+
+namespace {
+constexpr std::string_view kKeys[] = {"local_steps", "overlap"};
+}  // namespace
+
+const AlgorithmInfo kAdpsgd{
+    .name = "adpsgd",
+    .summary = "AD-PSGD (Lian et al. 2018): pairwise averaging with one neighbor per round, on a "
+               "communication thread",
+    .needs = GraphNeeds::kAny,
+    .overlaps = true,  // always: its exchange runs on the communication thread
+    .rejoins = RejoinPolicy::kPerPair,
+    .keys = kKeys,
+    .make = [](const AveragingContext& c) -> std::unique_ptr<Averaging> {
+      return std::make_unique<Adpsgd>(c);
+    }};
 
 int pairwise_partner(const topology::Graph& g, std::uint64_t seed, std::int64_t round, int rank) {
   const int n = g.n;
@@ -41,17 +59,18 @@ int pairwise_partner(const topology::Graph& g, std::uint64_t seed, std::int64_t 
 }
 
 Adpsgd::Adpsgd(const AveragingContext& ctx)
-    : transport_(ctx.transport),
+    : hood_(ctx.hood),
+      device_(ctx.device),
       params_(ctx.params),
       topology_(ctx.topology),
       seed_(ctx.seed),
       local_steps_(ctx.algorithm.local_steps),
-      options_(collective_options(ctx.transport_config)),
-      live_(ctx.live),
-      snapshot_(ctx.params.size(), 0.0f),
-      slots_(ctx.transport, ctx.params.size()),
+      purpose_(ctx.purpose),
+      layout_(ctx.hood.transport()),
+      snapshot_(ctx.device.zeros(ctx.params.size())),
+      slots_(ctx.hood.transport(), ctx.device, ctx.params.size()),
       comm_(std::make_unique<CommThread>()) {
-  snapshot_region_ = transport_.register_region(std::as_writable_bytes(std::span(snapshot_)));
+  snapshot_region_ = register_array(hood_.transport(), device_, snapshot_.span());
   slots_.reserve(1);
 }
 
@@ -62,22 +81,18 @@ void Adpsgd::after_step(std::int64_t step) {
   const std::int64_t round = step / local_steps_ - 1;
   Stopwatch watch;
   apply_pending();
-  const int n = transport_.world_size(), r = transport_.rank();
-  partner_ = pairwise_partner(topology::graph_at(topology_, n, seed_, round), seed_, round, r);
-  if (partner_ >= 0 && live_ && !live_->alive(partner_, step)) partner_ = -1;
+  const transport::Transport& t = hood_.transport();
+  partner_ = pairwise_partner(topology::graph_at(topology_, t.world_size(), seed_, round), seed_,
+                              round, t.rank());
+  if (partner_ >= 0 && !hood_.alive(partner_, step)) partner_ = -1;
   if (partner_ >= 0) {
-    copy(snapshot_, params_);
+    device_.copy(snapshot_.span(), params_);
     pending_ = true;
-    const transport::Tag tag = p2p_tag(Purpose::kPairwise, round);
+    const transport::Tag tag = layout_.make(purpose_, round);
     comm_->start([this, tag] {
       const int peer[1] = {partner_};
       const transport::ByteRange all{0, params_.size_bytes()};
-      if (live_) {
-        got_ = exchange_live(transport_, tag, *snapshot_region_, all, peer, slots_, peer, *live_)[0];
-      } else {
-        exchange_into_slots(transport_, tag, *snapshot_region_, all, peer, slots_, peer, options_);
-        got_ = true;
-      }
+      got_ = exchange(hood_, tag, *snapshot_region_, all, peer, slots_, peer)[0] != kLost;
     });
   }
   stats_.comm_s += watch.seconds();
@@ -90,7 +105,7 @@ void Adpsgd::apply_pending() {
   if (!got_) return;  // the partner was lost: this round is skipped
   // Lian et al. 2018, Algorithm 1, line 6: x_i, x_j <- (x_i + x_j) / 2 on the values read at
   // the exchange; the local step taken since is kept: x_i += (x_j' - x_i') / 2.
-  add_scaled_diff(params_, 0.5f, slots_.slot(0), snapshot_);
+  device_.add_scaled_diff(params_, 0.5f, slots_.slot(0), snapshot_.span());
 }
 
 void Adpsgd::flush() {

@@ -4,17 +4,19 @@
 // flight. The pairs of round t are a matching of the topology's graph (edges taken both ways)
 // drawn from (seed, t), so every peer derives the same pairs without a coordinator. The
 // average of a round is computed on the snapshots sent and added one step later as a
-// difference, which keeps the sum over peers exact. With a LiveSet, a dead partner is skipped:
-// this peer sits the round out. Not thread-safe.
+// difference, which keeps the sum over peers exact. A partner that does not take part (the
+// Neighborhood dropped it) is skipped: this peer sits the round out. Not thread-safe.
 #pragma once
 
 #include <cstdint>
 #include <memory>
 #include <vector>
 
-#include "optimizers/averaging.h"
+#include "optimizers/algorithm.h"
 #include "optimizers/comm_thread.h"
+#include "optimizers/recv_slots.h"
 #include "topology/graph.h"
+#include "transport/tag.h"
 
 namespace murmur::optimizers {
 
@@ -22,6 +24,8 @@ namespace murmur::optimizers {
 // (both directions), greedy over ranks in an order drawn from (seed, round), each unmatched rank
 // taking a uniformly drawn unmatched neighbor. Pure: every rank computes the same matching.
 int pairwise_partner(const topology::Graph& g, std::uint64_t seed, std::int64_t round, int rank);
+
+extern const AlgorithmInfo kAdpsgd;
 
 class Adpsgd final : public Averaging {
  public:
@@ -33,16 +37,17 @@ class Adpsgd final : public Averaging {
  private:
   void apply_pending();
 
-  transport::Transport& transport_;
+  membership::Neighborhood& hood_;
+  device::Device& device_;
   std::span<float> params_;
   const TopologyConfig& topology_;
   std::uint64_t seed_;
   int local_steps_;
-  transport::CollectiveOptions options_;
-  std::vector<float> snapshot_;
+  unsigned purpose_;
+  transport::TagLayout layout_;
+  device::Array snapshot_;
   std::unique_ptr<transport::Region> snapshot_region_;
   RecvSlots slots_;
-  LiveSet* live_;
   int partner_ = -1;  // of the exchange in flight
   bool got_ = false;  // whether the partner's snapshot arrived
   bool pending_ = false;

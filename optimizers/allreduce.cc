@@ -1,24 +1,33 @@
 #include "optimizers/allreduce.h"
 
+#include "core/stopwatch.h"
+
 namespace murmur::optimizers {
 
-ExactAverage::ExactAverage(const AveragingContext& ctx)
-    : region_(ctx.params_region),
-      params_(ctx.params),
-      allreduce_(ctx.transport, collective_options(ctx.transport_config)) {
-  if (ctx.live) {
-    live_ = std::make_unique<LiveAllreduce>(ctx.transport, *ctx.live,
-                                            collective_options(ctx.transport_config));
-  }
-}
+namespace {
+constexpr std::string_view kKeys[] = {"local_steps"};
+}  // namespace
 
-double ExactAverage::run(ReducePurpose purpose, std::int64_t round) {
+const AlgorithmInfo kAllreduce{
+    .name = "allreduce",
+    .summary = "exact average every H steps (ring allreduce): the synchronous baseline",
+    .needs = GraphNeeds::kNone,
+    .rejoins = RejoinPolicy::kAgreed,
+    .keys = kKeys,
+    .make = [](const AveragingContext& c) -> std::unique_ptr<Averaging> {
+      return std::make_unique<AllreduceAveraging>(c);
+    }};
+
+ExactAverage::ExactAverage(const AveragingContext& ctx)
+    : hood_(ctx.hood),
+      region_(ctx.params_region),
+      params_(ctx.params),
+      purpose_(ctx.purpose),
+      layout_(ctx.hood.transport()) {}
+
+double ExactAverage::run(std::int64_t round) {
   Stopwatch watch;
-  if (live_) {
-    live_->average(region_, params_, allreduce_tag(purpose, round), round);
-  } else {
-    allreduce_.run(region_, params_, transport::ReduceOp::kAverage, allreduce_tag(purpose, round));
-  }
+  hood_.average(region_, params_, layout_.make(purpose_, round), round);
   return watch.seconds();
 }
 
@@ -29,7 +38,7 @@ void AllreduceAveraging::after_step(std::int64_t step) {
   if (step % local_steps_ != 0) return;
   // Synchronous data-parallel SGD: x_i <- (1/n) sum_j x_j, the same model on every rank.
   // The whole call is blocked on the ring, so it is all waiting as well as communication.
-  const double s = average_.run(ReducePurpose::kAllreduce, step / local_steps_);
+  const double s = average_.run(step / local_steps_);
   stats_.comm_s += s;
   stats_.wait_s += s;
 }

@@ -1,35 +1,35 @@
-// The exact-average algorithms, built on one ring allreduce of the parameter arena:
-// - ExactAverage: the shared helper (a RingAllreduce with its scratch kept between rounds);
+// The exact-average algorithms, built on the Neighborhood's exact average of the parameter arena
+// (a ring allreduce; over the survivors in continue mode):
+// - ExactAverage: the shared helper (one tag purpose, timing);
 // - AllreduceAveraging (`allreduce`): every step (every H steps with local_steps = H), the
 //   baseline that every decentralized paper compares with.
 // Local SGD and DiLoCo (local_sgd.h, diloco.h) use ExactAverage too. Not thread-safe.
 #pragma once
 
 #include <cstdint>
-#include <memory>
 #include <span>
 
-#include "optimizers/averaging.h"
-#include "optimizers/comm_thread.h"
-#include "optimizers/live_allreduce.h"
-#include "transport/collectives.h"
+#include "optimizers/algorithm.h"
+#include "transport/tag.h"
 
 namespace murmur::optimizers {
+
+extern const AlgorithmInfo kAllreduce;
 
 class ExactAverage {
  public:
   explicit ExactAverage(const AveragingContext& ctx);
-  // Replaces the parameters on every rank by their mean (bitwise the same on every rank).
-  // Every rank calls it with the same (purpose, round). Returns the seconds it took. With a
-  // LiveSet the mean is over the live ranks (LiveAllreduce), and a round whose average the
+  // Replaces the parameters on every rank by their mean (bitwise the same on every rank). Every
+  // rank calls it with the same round. Returns the seconds it took. A round whose average the
   // survivors skipped while agreeing on a new ring leaves the parameters as they were.
-  double run(ReducePurpose purpose, std::int64_t round);
+  double run(std::int64_t round);
 
  private:
+  membership::Neighborhood& hood_;
   transport::Region& region_;
   std::span<float> params_;
-  transport::RingAllreduce allreduce_;
-  std::unique_ptr<LiveAllreduce> live_;  // run.on_peer_failure=continue only
+  unsigned purpose_;
+  transport::TagLayout layout_;
 };
 
 class AllreduceAveraging final : public Averaging {

@@ -1,21 +1,24 @@
 // The averaging algorithm of a run: what a peer does with its neighbors after each local step.
 // One small interface, one class per algorithm (allreduce, dpsgd, sgp, adpsgd, local_sgd, diloco,
-// choco), chosen by `algorithm.name`. Algorithms see the parameter arena as one flat float array
-// (registered once with the transport), never layers. Thread-compatible: the runtime calls these
+// choco), each described once by its registry entry (algorithm.h). Algorithms see the parameter
+// arena as one flat float array on the peer's Device (host memory or a GPU, device/device.h),
+// never layers, and compute only through the device's op table, so the same code runs on both.
+// Who takes part and what a lost peer means is the Neighborhood's business
+// (membership/neighborhood.h), never a branch here. Thread-compatible: the runtime calls these
 // from one thread; an algorithm that overlaps communication with the next step runs its own
 // communication thread and is the only user of the Transport while it is alive (until flush()).
 #pragma once
 
 #include <cstdint>
 #include <map>
-#include <memory>
 #include <span>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "core/config.h"
-#include "optimizers/live_set.h"
+#include "device/device.h"
+#include "membership/neighborhood.h"
 #include "transport/transport.h"
 
 namespace murmur::optimizers {
@@ -28,18 +31,17 @@ struct AveragingStats {
   double wait_s = 0;
 };
 
-// Everything an algorithm is built from. The transport and region outlive the algorithm.
+// Everything an algorithm is built from. All references outlive the algorithm.
 struct AveragingContext {
   const AlgorithmConfig& algorithm;
   const TopologyConfig& topology;
   const TransportConfig& transport_config;  // timeouts, chunk size
-  transport::Transport& transport;
-  transport::Region& params_region;  // the registered parameter arena
-  std::span<float> params;           // the arena as floats (the same bytes as params_region)
+  membership::Neighborhood& hood;    // who takes part; hood.transport() moves the bytes
+  device::Device& device;            // where params live, and the arithmetic on them
+  std::span<float> params;           // the parameter arena, memory of `device`
+  transport::Region& params_region;  // params registered with hood.transport()
   std::uint64_t seed;                // the run seed: every peer derives the same schedule
-  // run.on_peer_failure=continue: the ranks believed alive, which the algorithm keeps up to date
-  // and averages over. nullptr (stop): a lost neighbor is an error, as PeerLost.
-  LiveSet* live = nullptr;
+  unsigned purpose = 0;              // this algorithm's tag purpose (set by make_averaging)
 };
 
 class Averaging {
@@ -54,18 +56,18 @@ class Averaging {
   // a checkpoint, or the end of the run).
   virtual void flush() {}
 
-  // The model to evaluate and checkpoint. Push-sum keeps x/w; others return params as is.
-  // Called after flush(). Returns false if params already are the model.
-  virtual bool debiased(std::span<float> out) const { return false; }
+  // The model to evaluate and checkpoint, written into `out` (device memory, params' size).
+  // Push-sum keeps x/w; others return false: params already are the model. Called after flush().
+  virtual bool debiased(std::span<float> out) { return false; }
 
-  // Resume state: named flat buffers (restored in place by the runtime) and scalars.
+  // Resume state: named flat arrays of the device (restored in place by the runtime) and scalars.
   virtual std::vector<std::pair<std::string, std::span<float>>> state() { return {}; }
   virtual std::map<std::string, std::string> scalars() const { return {}; }
   virtual void restore_scalars(const std::map<std::string, std::string>& scalars) {}
 
   virtual AveragingStats take_stats() { return std::exchange(stats_, {}); }
 
-  // The number this algorithm asks a LiveSet about after `step`: the step for the gossip
+  // The number this algorithm asks the Neighborhood about after `step`: the step for the gossip
   // algorithms and local_sgd, the round (step / H) for allreduce and diloco. A rejoin's join
   // step is counted on this clock.
   virtual std::int64_t live_clock(std::int64_t step) const { return step; }
@@ -73,9 +75,5 @@ class Averaging {
  protected:
   AveragingStats stats_;
 };
-
-// Builds the algorithm named by ctx.algorithm.name ("none" gives one that does nothing).
-// Throws ConfigError for a name, topology or world size the algorithm cannot take.
-std::unique_ptr<Averaging> make_averaging(const AveragingContext& ctx);
 
 }  // namespace murmur::optimizers

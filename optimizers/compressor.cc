@@ -9,6 +9,8 @@
 #include <numeric>
 
 #include "core/error.h"
+#include "core/name_table.h"
+#include "core/names.h"
 
 namespace murmur::optimizers {
 
@@ -206,18 +208,31 @@ class HalfCompressor final : public Compressor {
 
 }  // namespace
 
+namespace {
+// The compressors, one row each: what algorithm.compressor.name takes.
+struct CompressorEntry {
+  std::string_view name;
+  std::unique_ptr<Compressor> (*make)(const CompressorConfig&);
+};
+const CompressorEntry kCompressors[] = {
+    {"none", [](const CompressorConfig&) -> std::unique_ptr<Compressor> { return std::make_unique<NoneCompressor>(); }},
+    {"topk", [](const CompressorConfig& c) -> std::unique_ptr<Compressor> { return std::make_unique<SparseCompressor>(true, c.ratio); }},
+    {"randomk", [](const CompressorConfig& c) -> std::unique_ptr<Compressor> { return std::make_unique<SparseCompressor>(false, c.ratio); }},
+    {"qsgd", [](const CompressorConfig& c) -> std::unique_ptr<Compressor> { return std::make_unique<QsgdCompressor>(c.levels); }},
+    {"sign", [](const CompressorConfig&) -> std::unique_ptr<Compressor> { return std::make_unique<SignCompressor>(); }},
+    {"fp16", [](const CompressorConfig&) -> std::unique_ptr<Compressor> { return std::make_unique<HalfCompressor>(false); }},
+    {"bf16", [](const CompressorConfig&) -> std::unique_ptr<Compressor> { return std::make_unique<HalfCompressor>(true); }},
+};
+[[maybe_unused]] const bool kRegistered = register_names("algorithm.compressor.name", compressor_names());
+}  // namespace
+
+std::vector<std::string_view> compressor_names() {
+  return names_of(std::span<const CompressorEntry>(kCompressors));
+}
+
 std::unique_ptr<Compressor> make_compressor(const CompressorConfig& c) {
-  if (c.name == "none") return std::make_unique<NoneCompressor>();
-  if (c.name == "topk") return std::make_unique<SparseCompressor>(true, c.ratio);
-  if (c.name == "randomk") return std::make_unique<SparseCompressor>(false, c.ratio);
-  if (c.name == "qsgd") return std::make_unique<QsgdCompressor>(c.levels);
-  if (c.name == "sign") return std::make_unique<SignCompressor>();
-  if (c.name == "fp16") return std::make_unique<HalfCompressor>(false);
-  if (c.name == "bf16") return std::make_unique<HalfCompressor>(true);
-  throw ConfigError(fmt::format(
-      "algorithm.compressor.name: unknown compressor '{}' (none, topk, randomk, qsgd, sign, fp16, "
-      "bf16)",
-      c.name));
+  return find_named(std::span<const CompressorEntry>(kCompressors), c.name,
+                    "algorithm.compressor.name", "compressor").make(c);
 }
 
 std::size_t ErrorFeedback::encode(std::span<const float> v, std::span<std::byte> out, Rng& rng) {

@@ -11,6 +11,7 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "core/config.h"
@@ -37,8 +38,10 @@ class Compressor {
   virtual double contraction_scale(std::size_t n) const { return 1.0; }
 };
 
-// Builds config.name: none (plain float32), topk, randomk, qsgd, sign, fp16 or bf16. Throws
-// ConfigError for an unknown name.
+// The names algorithm.compressor.name takes: none (plain float32), topk, randomk, qsgd, sign,
+// fp16, bf16.
+std::vector<std::string_view> compressor_names();
+// Builds config.name. Throws ConfigError for a name not among compressor_names().
 std::unique_ptr<Compressor> make_compressor(const CompressorConfig& config);
 
 // Error feedback (Karimireddy et al. 2019, "Error Feedback Fixes SignSGD", Algorithm 2):

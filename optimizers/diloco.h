@@ -2,15 +2,15 @@
 // Language Models"): each peer runs the inner (local) optimizer for H = algorithm.local_steps
 // steps; then the peers average their models exactly, and an outer optimizer, SGD with Nesterov
 // momentum (outer_lr, outer_momentum), steps the global model along the averaged
-// pseudo-gradient. Keeps the global model and the outer momentum as resume state.
-// Not thread-safe.
+// pseudo-gradient. Keeps the global model and the outer momentum (device arrays) as resume
+// state. Not thread-safe.
 #pragma once
-
-#include <vector>
 
 #include "optimizers/allreduce.h"
 
 namespace murmur::optimizers {
+
+extern const AlgorithmInfo kDiloco;
 
 class Diloco final : public Averaging {
  public:
@@ -21,12 +21,14 @@ class Diloco final : public Averaging {
   std::int64_t live_clock(std::int64_t step) const override { return step / local_steps_; }
 
  private:
+  device::Device& device_;
   int local_steps_;
   float outer_lr_, outer_momentum_;
   std::span<float> params_;
   ExactAverage average_;
-  std::vector<float> global_;    // theta^(t-1): the model every outer step starts from
-  std::vector<float> momentum_;  // the outer Nesterov buffer
+  device::Array global_;    // theta^(t-1): the model every outer step starts from
+  device::Array momentum_;  // the outer Nesterov buffer
+  device::Array delta_;     // scratch: the averaged pseudo-gradient
 };
 
 }  // namespace murmur::optimizers

@@ -5,13 +5,15 @@
 #include <fmt/format.h>
 
 #include "core/error.h"
+#include "core/name_table.h"
+#include "core/names.h"
 #include "optimizers/adamw.h"
 #include "optimizers/sgd.h"
 
 namespace murmur::optimizers {
 
 void LocalOptimizer::reset() {
-  for (auto& [name, buffer] : state()) std::fill(buffer.begin(), buffer.end(), 0.0f);
+  for (auto& [name, buffer] : state()) device_.fill(buffer, 0.0f);
   steps_ = 0;
 }
 
@@ -21,12 +23,28 @@ void LocalOptimizer::check_sizes(std::span<float> params, std::span<const float>
                             params.size(), grads.size(), size_));
 }
 
+namespace {
+struct Entry {
+  std::string_view name;
+  std::unique_ptr<LocalOptimizer> (*make)(const OptimizerConfig&, device::Device&, std::size_t);
+};
+template <class T>
+std::unique_ptr<LocalOptimizer> make(const OptimizerConfig& c, device::Device& d, std::size_t n) {
+  return std::make_unique<T>(c, d, n);
+}
+constexpr Entry kOptimizers[] = {{"sgd", make<Sgd>}, {"adamw", make<AdamW>}};
+[[maybe_unused]] const bool kRegistered =
+    register_names("train.optimizer.name", local_optimizer_names());
+}  // namespace
+
+std::vector<std::string_view> local_optimizer_names() {
+  return names_of(std::span<const Entry>(kOptimizers));
+}
+
 std::unique_ptr<LocalOptimizer> make_local_optimizer(const OptimizerConfig& config,
-                                                     std::size_t size) {
-  if (config.name == "sgd") return std::make_unique<Sgd>(config, size);
-  if (config.name == "adamw") return std::make_unique<AdamW>(config, size);
-  throw ConfigError(
-      fmt::format("train.optimizer.name: unknown optimizer '{}' (sgd | adamw)", config.name));
+                                                     device::Device& device, std::size_t size) {
+  return find_named(std::span<const Entry>(kOptimizers), config.name, "train.optimizer.name",
+                    "optimizer").make(config, device, size);
 }
 
 }  // namespace murmur::optimizers

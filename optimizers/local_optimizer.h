@@ -1,6 +1,8 @@
-// A local optimizer updates one peer's flat parameter arena from its gradient arena, in place.
-// It owns its state buffers (momentum, Adam moments), each the size of the arena, and exposes
-// them by name for checkpoints. Not thread-safe: the training thread alone calls step().
+// A local optimizer updates one peer's flat parameter arena from its gradient arena, in place,
+// on the peer's Device (host memory or a GPU) through its op table: one SGD and one AdamW for
+// both. It owns its state buffers (momentum, Adam moments), arrays of the device the size of
+// the arena, and exposes them by name for checkpoints. Not thread-safe: the training thread
+// alone calls step().
 #pragma once
 
 #include <cstddef>
@@ -8,16 +10,18 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
 #include "core/config.h"
+#include "device/device.h"
 
 namespace murmur::optimizers {
 
 class LocalOptimizer {
  public:
-  explicit LocalOptimizer(std::size_t size) : size_(size) {}
+  LocalOptimizer(device::Device& device, std::size_t size) : device_(device), size_(size) {}
   virtual ~LocalOptimizer() = default;
   LocalOptimizer(const LocalOptimizer&) = delete;
   LocalOptimizer& operator=(const LocalOptimizer&) = delete;
@@ -26,9 +30,9 @@ class LocalOptimizer {
   // hold size() floats; throws murmur::Error otherwise.
   virtual void step(std::span<float> params, std::span<const float> grads, float lr) = 0;
 
-  // Named state buffers, each of size() floats, e.g. {"momentum", ...}; empty for plain SGD.
-  // The spans stay valid for the optimizer's lifetime; a checkpoint reads and restores them in
-  // place (with set_steps()).
+  // Named state buffers, each of size() floats of the device, e.g. {"momentum", ...}; empty for
+  // plain SGD. The spans stay valid for the optimizer's lifetime; a checkpoint reads and
+  // restores them in place (with set_steps()).
   virtual std::vector<std::pair<std::string, std::span<float>>> state() = 0;
 
   // Steps taken so far (Adam's bias correction and SGD's first-step momentum depend on it).
@@ -39,20 +43,24 @@ class LocalOptimizer {
   virtual void reset();
 
   std::size_t size() const { return size_; }
+  device::Device& device() const { return device_; }
 
  protected:
   // Throws murmur::Error unless params and grads both hold size() floats.
   void check_sizes(std::span<float> params, std::span<const float> grads) const;
 
+  device::Device& device_;
   std::int64_t steps_ = 0;
 
  private:
   std::size_t size_;
 };
 
-// The optimizer named by config.name ("sgd" | "adamw") for an arena of `size` floats.
-// Throws ConfigError for another name.
+// The optimizer named by config.name for an arena of `size` floats on `device`. Throws
+// ConfigError for a name that is not one of local_optimizer_names().
 std::unique_ptr<LocalOptimizer> make_local_optimizer(const OptimizerConfig& config,
-                                                     std::size_t size);
+                                                     device::Device& device, std::size_t size);
+// The names make_local_optimizer knows ("sgd", "adamw").
+std::vector<std::string_view> local_optimizer_names();
 
 }  // namespace murmur::optimizers

@@ -8,6 +8,8 @@
 
 namespace murmur::optimizers {
 
+extern const AlgorithmInfo kLocalSgd;
+
 class LocalSgd final : public Averaging {
  public:
   explicit LocalSgd(const AveragingContext& ctx);

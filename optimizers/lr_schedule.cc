@@ -7,8 +7,28 @@
 #include <fmt/format.h>
 
 #include "core/error.h"
+#include "core/name_table.h"
+#include "core/names.h"
 
 namespace murmur::optimizers {
+
+namespace {
+// The schedules, one row each: what train.schedule.name takes.
+struct ScheduleEntry {
+  std::string_view name;
+  LrSchedule::Kind kind;
+};
+constexpr ScheduleEntry kSchedules[] = {
+    {"constant", LrSchedule::Kind::kConstant},
+    {"step", LrSchedule::Kind::kStep},
+    {"cosine", LrSchedule::Kind::kCosine},
+};
+[[maybe_unused]] const bool kRegistered = register_names("train.schedule.name", schedule_names());
+}  // namespace
+
+std::vector<std::string_view> schedule_names() {
+  return names_of(std::span<const ScheduleEntry>(kSchedules));
+}
 
 LrSchedule::LrSchedule(const OptimizerConfig& optimizer, const ScheduleConfig& schedule,
                        std::int64_t total_steps)
@@ -18,18 +38,8 @@ LrSchedule::LrSchedule(const OptimizerConfig& optimizer, const ScheduleConfig& s
       step_every_(std::max(1, schedule.step_every)),
       warmup_(std::max(0, schedule.warmup_steps)),
       total_(total_steps) {
-  if (schedule.name == "constant") {
-    kind_ = Kind::kConstant;
-  } else if (schedule.name == "step") {
-    kind_ = Kind::kStep;
-  } else if (schedule.name == "cosine") {
-    kind_ = Kind::kCosine;
-  } else {
-    throw ConfigError(
-        fmt::format("train.schedule.name: unknown schedule '{}' "
-                    "(constant | step | cosine)",
-                    schedule.name));
-  }
+  kind_ = find_named(std::span<const ScheduleEntry>(kSchedules), schedule.name,
+                     "train.schedule.name", "schedule").kind;
   if (total_steps < 0)
     throw ConfigError(fmt::format("lr schedule: total_steps {} < 0", total_steps));
 }

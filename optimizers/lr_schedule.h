@@ -4,10 +4,15 @@
 #pragma once
 
 #include <cstdint>
+#include <string_view>
+#include <vector>
 
 #include "core/config.h"
 
 namespace murmur::optimizers {
+
+// The names train.schedule.name takes ("constant", "step", "cosine").
+std::vector<std::string_view> schedule_names();
 
 class LrSchedule {
  public:
@@ -25,8 +30,9 @@ class LrSchedule {
   //   T_max = T; held at min_lr for s' >= T, and lr when T <= 0 (nothing left to anneal).
   double at(std::int64_t step) const;
 
+ enum class Kind { kConstant, kStep, kCosine };
+
  private:
-  enum class Kind { kConstant, kStep, kCosine };
   Kind kind_;
   double lr_;
   double min_lr_;

@@ -4,46 +4,31 @@
 
 namespace murmur::optimizers {
 
-Sgd::Sgd(const OptimizerConfig& config, std::size_t size)
-    : LocalOptimizer(size),
+Sgd::Sgd(const OptimizerConfig& config, device::Device& device, std::size_t size)
+    : LocalOptimizer(device, size),
       momentum_(static_cast<float>(config.momentum)),
       weight_decay_(static_cast<float>(config.weight_decay)),
       nesterov_(config.nesterov) {
   if (nesterov_ && momentum_ <= 0.0f)
     throw ConfigError("train.optimizer.nesterov: needs momentum > 0");
-  if (momentum_ > 0.0f) buffer_.assign(size, 0.0f);
+  if (momentum_ > 0.0f) buffer_ = device.zeros(size);
 }
 
 void Sgd::step(std::span<float> params, std::span<const float> grads, float lr) {
   check_sizes(params, grads);
-  const std::size_t n = params.size();
-  float* __restrict p = params.data();
-  const float* __restrict g = grads.data();
-  const float wd = weight_decay_;
-  const float mu = momentum_;
-  // One branch-free loop per case, so each vectorizes; the operation order is torch's, so the
-  // float results match it.
-  if (mu == 0.0f) {
-    for (std::size_t i = 0; i < n; ++i) p[i] -= lr * (g[i] + wd * p[i]);
-  } else {
-    float* __restrict b = buffer_.data();
-    if (steps_ == 0) {
-      for (std::size_t i = 0; i < n; ++i) b[i] = g[i] + wd * p[i];
-    } else {
-      for (std::size_t i = 0; i < n; ++i) b[i] = mu * b[i] + (g[i] + wd * p[i]);
-    }
-    if (nesterov_) {
-      for (std::size_t i = 0; i < n; ++i) p[i] -= lr * ((g[i] + wd * p[i]) + mu * b[i]);
-    } else {
-      for (std::size_t i = 0; i < n; ++i) p[i] -= lr * b[i];
-    }
-  }
+  device::SgdStep s;
+  s.lr = lr;
+  s.momentum = momentum_;
+  s.weight_decay = weight_decay_;
+  s.nesterov = nesterov_;
+  s.first_step = steps_ == 0;
+  device_.sgd_step(params, grads, buffer_.span(), s);
   ++steps_;
 }
 
 std::vector<std::pair<std::string, std::span<float>>> Sgd::state() {
   if (buffer_.empty()) return {};
-  return {{"momentum", std::span<float>(buffer_)}};
+  return {{"momentum", buffer_.span()}};
 }
 
 }  // namespace murmur::optimizers

@@ -3,8 +3,6 @@
 // g = nesterov ? g + mu * b : b; p -= lr * g. Owns one "momentum" buffer when mu > 0.
 #pragma once
 
-#include <vector>
-
 #include "optimizers/local_optimizer.h"
 
 namespace murmur::optimizers {
@@ -13,7 +11,7 @@ class Sgd final : public LocalOptimizer {
  public:
   // Uses config.momentum, nesterov and weight_decay. Throws ConfigError for nesterov without
   // momentum (torch refuses it too).
-  Sgd(const OptimizerConfig& config, std::size_t size);
+  Sgd(const OptimizerConfig& config, device::Device& device, std::size_t size);
 
   void step(std::span<float> params, std::span<const float> grads, float lr) override;
   std::vector<std::pair<std::string, std::span<float>>> state() override;
@@ -22,7 +20,7 @@ class Sgd final : public LocalOptimizer {
   float momentum_;
   float weight_decay_;
   bool nesterov_;
-  std::vector<float> buffer_;  // empty when momentum_ == 0
+  device::Array buffer_;  // empty when momentum_ == 0
 };
 
 }  // namespace murmur::optimizers

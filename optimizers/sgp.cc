@@ -3,25 +3,45 @@
 #include <fmt/format.h>
 
 #include "core/error.h"
-#include "optimizers/mixing_ops.h"
+#include "core/stopwatch.h"
+#include "optimizers/device_arrays.h"
 
 namespace murmur::optimizers {
 
+namespace {
+constexpr std::string_view kKeys[] = {"local_steps", "overlap", "tau"};
+}  // namespace
+
+const AlgorithmInfo kSgp{
+    .name = "sgp",
+    .summary = "Stochastic Gradient Push (Assran et al. 2019): push-sum on directed and "
+               "time-varying graphs",
+    .needs = GraphNeeds::kColumnStochastic,
+    .overlaps = true,
+    .rejoins = RejoinPolicy::kPerPair,
+    .keys = kKeys,
+    .make = [](const AveragingContext& c) -> std::unique_ptr<Averaging> {
+      return std::make_unique<Sgp>(c);
+    }};
+
 Sgp::Sgp(const AveragingContext& ctx)
-    : transport_(ctx.transport),
+    : hood_(ctx.hood),
+      transport_(ctx.hood.transport()),
+      device_(ctx.device),
       params_(ctx.params),
       local_steps_(ctx.algorithm.local_steps),
       tau_(ctx.algorithm.tau > 0 ? ctx.algorithm.tau : (ctx.algorithm.overlap ? 1 : 0)),
-      options_(collective_options(ctx.transport_config)),
-      live_(ctx.live),
-      schedule_(ctx.topology, ctx.transport.world_size(), ctx.transport.rank(), ctx.seed),
-      x_(ctx.params.begin(), ctx.params.end()),
+      purpose_(ctx.purpose),
+      layout_(transport_),
+      schedule_(ctx.topology, transport_.world_size(), transport_.rank(), ctx.seed),
+      x_(ctx.device.zeros(ctx.params.size())),
       stride_((ctx.params.size() + 1 + 63) / 64 * 64) {
-  send_.assign(stride_ * (tau_ + 1), 0.0f);
-  send_region_ = transport_.register_region(std::as_writable_bytes(std::span(send_)));
+  device_.copy(x_.span(), params_);
+  send_ = device_.zeros(stride_ * (tau_ + 1));
+  send_region_ = register_array(transport_, device_, send_.span());
   rounds_.resize(tau_ + 1);
   for (auto& r : rounds_) {
-    r.slots = std::make_unique<RecvSlots>(transport_, params_.size() + 1);
+    r.slots = std::make_unique<RecvSlots>(transport_, device_, params_.size() + 1);
     r.slots->reserve(std::max<std::size_t>(1, schedule_.at(0).recv_from.size()));
   }
 }
@@ -29,11 +49,10 @@ Sgp::Sgp(const AveragingContext& ctx)
 Sgp::~Sgp() {
   // Posted receives point into our slots: give them up before the memory goes.
   for (auto& r : rounds_) {
-    for (auto& q : r.recvs) {
-      if (q.valid() && !q.state()->done) transport_.cancel(q);
-    }
-    for (auto& q : r.sends) {
-      if (q.valid() && !q.state()->done) transport_.cancel(q);
+    for (auto* list : {&r.recvs, &r.sends}) {
+      for (auto& q : *list) {
+        if (q.valid() && !q.state()->done) transport_.cancel(q);
+      }
     }
   }
 }
@@ -45,25 +64,21 @@ void Sgp::after_step(std::int64_t step) {
   const std::size_t n = params_.size();
   if (posted_ < 0) consumed_ = posted_ = t - 1;  // the first round, or the first after a resume
   // Assran et al. 2019, Algorithm 1, line 4: x_i^(k+1/2) = x_i^(k) - lr grad F(z_i^(k)). The
-  // optimizer moved z = x / w to params, so x gains exactly that move: x += params - x / w.
-  {
-    const float inv = static_cast<float>(1.0 / w_);
-    float* __restrict x = x_.data();
-    const float* __restrict z = params_.data();
-    for (std::size_t i = 0; i < n; ++i) x[i] += z[i] - x[i] * inv;
-  }
+  // optimizer moved z = x / w to params, so x gains exactly that move: x <- z + (1 - 1/w) x.
+  device_.axpby(x_.span(), 1.0f, params_, 1.0f - static_cast<float>(1.0 / w_));
   Round& r = rounds_[t % (tau_ + 1)];
   Stopwatch blocked;
-  for (auto& q : r.sends) wait(q, "a push-sum send");
+  for (auto& q : r.sends) hood_.wait(q, "a push-sum send");
   double blocked_s = blocked.seconds();
-  const topology::RankMixing m =
-      live_ ? renormalize(schedule_.at(t), *live_, step, Renormalize::kColumn) : schedule_.at(t);
+  const topology::RankMixing m = renormalize(schedule_.at(t), hood_, step, Renormalize::kColumn);
   // Line 5-6: send (x, w) to the out-neighbors; each receiver scales by its column weight
   // W_ji = recv_weights on its side, so one buffer serves every out-neighbor.
   const std::size_t base = (t % (tau_ + 1)) * stride_;
-  std::copy(x_.begin(), x_.end(), send_.begin() + base);
-  send_[base + n] = static_cast<float>(w_);
-  const transport::Tag tag = p2p_tag(Purpose::kPushSum, t);
+  const std::span<float> out = send_.span().subspan(base, n + 1);
+  device_.copy(out.first(n), x_.span());
+  const float w = static_cast<float>(w_);
+  device_.upload(out.subspan(n, 1), std::span<const float>(&w, 1));
+  const transport::Tag tag = layout_.make(purpose_, t);
   r.round = t;
   r.recv_weights = m.recv_weights;
   r.slots->reserve(std::max<std::size_t>(1, m.recv_from.size()));
@@ -72,11 +87,11 @@ void Sgp::after_step(std::int64_t step) {
   for (std::size_t k = 0; k < m.recv_from.size(); ++k) {
     r.recvs.push_back(transport_.recv(m.recv_from[k], tag, r.slots->region(), r.slots->range(k)));
   }
-  const transport::ByteRange out{base * sizeof(float), (n + 1) * sizeof(float)};
-  for (int peer : m.send_to) r.sends.push_back(transport_.send(peer, tag, *send_region_, out));
+  const transport::ByteRange range{base * sizeof(float), (n + 1) * sizeof(float)};
+  for (int peer : m.send_to) r.sends.push_back(transport_.send(peer, tag, *send_region_, range));
   posted_ = t;
   // Line 7: keep the own share, x_i <- W_ii x_i, w_i <- W_ii w_i.
-  scale(x_, static_cast<float>(m.self_weight));
+  device_.scale(x_.span(), static_cast<float>(m.self_weight));
   w_ *= m.self_weight;
   // Line 8: add what arrived. Overlap SGP consumes round t - tau now (bounded delay tau);
   // meanwhile drive progress on the younger rounds so their messages keep moving.
@@ -88,12 +103,7 @@ void Sgp::after_step(std::int64_t step) {
   }
   for (auto& q : rounds_) {
     for (auto& req : q.recvs) {
-      if (req.state()->done) continue;
-      try {
-        transport_.test(req);
-      } catch (const PeerLost&) {
-        if (!live_) throw;  // with a LiveSet, consume() finds the failure and marks the peer
-      }
+      if (!req.state()->done) hood_.poll(req);
     }
   }
   publish();
@@ -109,16 +119,17 @@ void Sgp::consume(Round& r) {
   }
   for (std::size_t k = 0; k < r.recvs.size(); ++k) {
     // A lost in-neighbor's share is lost with it (its mass died with it).
-    if (!wait(r.recvs[k], "a push-sum receive")) continue;
+    if (!hood_.wait(r.recvs[k], "a push-sum receive")) continue;
     if (r.recvs[k].state()->bytes != (n + 1) * sizeof(float)) {
-      throw ProtocolError(fmt::format("sgp: rank {}: a push-sum message of {} bytes, expected {}",
-                                      transport_.rank(), r.recvs[k].state()->bytes,
-                                      (n + 1) * sizeof(float)));
+      throw ProtocolError(fmt::format("sgp: rank {}: rank {} sent a push-sum message of {} bytes, "
+                                      "expected {}", transport_.rank(), r.recvs[k].state()->peer,
+                                      r.recvs[k].state()->bytes, (n + 1) * sizeof(float)));
     }
-    std::span<float> in = r.slots->slot(k);
-    const float a = static_cast<float>(r.recv_weights[k]);
-    axpy(x_, a, in.first(n));
-    w_ += r.recv_weights[k] * in[n];
+    const std::span<float> in = r.slots->slot(k);
+    device_.axpy(x_.span(), static_cast<float>(r.recv_weights[k]), in.first(n));
+    float their_w = 0;
+    device_.download(std::span<float>(&their_w, 1), in.subspan(n, 1));
+    w_ += r.recv_weights[k] * their_w;
   }
   r.recvs.clear();
   consumed_ = r.round;
@@ -130,7 +141,7 @@ void Sgp::flush() {
   // Our last messages must have left before the caller may exit or checkpoint: a receiver
   // still owes them to its sum.
   for (auto& r : rounds_) {
-    for (auto& q : r.sends) wait(q, "a push-sum send");
+    for (auto& q : r.sends) hood_.wait(q, "a push-sum send");
     r.sends.clear();
   }
   publish();
@@ -139,28 +150,17 @@ void Sgp::flush() {
   stats_.wait_s += s;
 }
 
-bool Sgp::wait(transport::Request& q, const char* what) {
-  if (live_) return q.state()->done && !q.state()->error ? true : wait_live(transport_, q, *live_, what);
-  transport::wait_or_lost(transport_, q, options_.timeout, what);
+void Sgp::publish() { debiased(params_); }
+
+bool Sgp::debiased(std::span<float> out) {
+  device_.copy(out, x_.span());
+  device_.scale(out, static_cast<float>(1.0 / w_));
   return true;
 }
 
-void Sgp::publish() {
-  const float inv = static_cast<float>(1.0 / w_);
-  float* __restrict z = params_.data();
-  const float* __restrict x = x_.data();
-  for (std::size_t i = 0, n = params_.size(); i < n; ++i) z[i] = x[i] * inv;
+std::vector<std::pair<std::string, std::span<float>>> Sgp::state() {
+  return {{"sgp.x", x_.span()}};
 }
-
-bool Sgp::debiased(std::span<float> out) const {
-  const double inv = 1.0 / w_;
-  for (std::size_t i = 0; i < out.size() && i < x_.size(); ++i) {
-    out[i] = static_cast<float>(x_[i] * inv);
-  }
-  return true;
-}
-
-std::vector<std::pair<std::string, std::span<float>>> Sgp::state() { return {{"sgp.x", x_}}; }
 
 std::map<std::string, std::string> Sgp::scalars() const {
   return {{"sgp.w", fmt::format("{:.17g}", w_)}};

@@ -5,18 +5,23 @@
 // z_i = x_i / w_i. The parameter arena always holds z_i: the local optimizer steps z and the
 // step is carried over to x. Overlap SGP (algorithm.tau = T > 0, or overlap with T = 1): a
 // round's messages are posted without waiting and consumed T rounds later, so a message may be
-// up to T steps late and mass is never lost. With a LiveSet (run.on_peer_failure=continue) the
-// push weight of a dead out-neighbor stays with the sender and a dead in-neighbor's message is
-// skipped: the surviving mass keeps x / w an unbiased average of the live peers. Not thread-safe.
+// up to T steps late and mass is never lost. A dead out-neighbor's push weight stays with the
+// sender and a dead in-neighbor's message is skipped (renormalize, kColumn): the surviving mass
+// keeps x / w an unbiased average of the live peers. x and the messages live on the peer's
+// device; w is a host scalar that rides as the last float of each message. Not thread-safe.
 #pragma once
 
 #include <memory>
 #include <vector>
 
-#include "optimizers/averaging.h"
-#include "optimizers/comm_thread.h"
+#include "optimizers/algorithm.h"
+#include "optimizers/mixing_schedule.h"
+#include "optimizers/recv_slots.h"
+#include "transport/tag.h"
 
 namespace murmur::optimizers {
+
+extern const AlgorithmInfo kSgp;
 
 class Sgp final : public Averaging {
  public:
@@ -27,7 +32,7 @@ class Sgp final : public Averaging {
   // Consumes every round still in flight and waits until our own messages have been taken.
   void flush() override;
   // out <- x / w (what the arena holds after flush()); returns true.
-  bool debiased(std::span<float> out) const override;
+  bool debiased(std::span<float> out) override;
 
   std::vector<std::pair<std::string, std::span<float>>> state() override;
   std::map<std::string, std::string> scalars() const override;
@@ -44,21 +49,20 @@ class Sgp final : public Averaging {
   };
   void consume(Round& r);  // waits for r's messages and adds them to (x, w)
   void publish();          // params <- x / w
-  // Waits for a request as the mode says: PeerLost after the timeout without a LiveSet; with
-  // one, false (the peer is marked dead) instead.
-  bool wait(transport::Request& q, const char* what);
 
+  membership::Neighborhood& hood_;
   transport::Transport& transport_;
+  device::Device& device_;
   std::span<float> params_;
   int local_steps_, tau_;
-  transport::CollectiveOptions options_;
-  LiveSet* live_;
+  unsigned purpose_;
+  transport::TagLayout layout_;
   MixingSchedule schedule_;
-  std::vector<float> x_;
+  device::Array x_;
   double w_ = 1.0;
   // tau + 1 send buffers of n + 1 floats (x then w), one registration.
   std::size_t stride_;
-  std::vector<float> send_;
+  device::Array send_;
   std::unique_ptr<transport::Region> send_region_;
   std::vector<Round> rounds_;   // round t uses rounds_[t % (tau + 1)]
   std::int64_t consumed_ = -1;  // every round <= consumed_ has been added

@@ -2,84 +2,76 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstring>
-
 #include <limits>
 
-#include "optimizers/live_allreduce.h"
+#include <fmt/format.h>
+
+#include "optimizers/algorithm.h"
+#include "optimizers/device_arrays.h"
 #include "topology/mixing.h"
 #include "topology/schedule.h"
-#include "transport/collectives.h"
 #include "transport/factory.h"
+#include "transport/tag.h"
 
 namespace murmur::runtime {
-namespace {
 
-// Tags of the runtime's own collectives: below 2^24, where no algorithm's ring tags are
-// (theirs are purpose << 24 | round, purpose >= 1), and small enough that RingAllreduce's
-// tag << 32 still fits the 62 tag bits UCX leaves beside the source rank of a small world.
-constexpr transport::Tag kAverageTag = 0x00FFFF01;
-constexpr transport::Tag kDistanceTag = 0x00FFFF02;
-
-transport::CollectiveOptions collective_options(const TransportConfig& t) {
-  transport::CollectiveOptions o;
-  o.timeout = std::chrono::milliseconds(t.recv_timeout_ms);
-  o.chunk_bytes = static_cast<std::size_t>(t.chunk_bytes);
-  return o;
-}
-
-}  // namespace
-
-Distributed::Distributed(const ExperimentConfig& config, int rank, Arena& params,
-                         std::shared_ptr<transport::Transport> transport)
+Distributed::Distributed(const ExperimentConfig& config, int rank, device::Device& device,
+                         std::span<float> params, std::shared_ptr<transport::Transport> transport)
     : config_(config),
-      transport_(transport ? std::move(transport)
-                           : std::shared_ptr<transport::Transport>(transport::make_transport(
-                                 config.transport, rank, config.world.size))),
-      params_region_(transport_->register_region(params.bytes())),
-      scratch_(params.clone_layout()),
-      scratch_region_(transport_->register_region(scratch_.bytes())),
-      params_(params.flat()) {
-  if (config.run.on_peer_failure == "continue") {
-    live_ = std::make_unique<optimizers::LiveSet>(
+      device_(device),
+      params_(params),
+      backend_(transport ? std::move(transport)
+                         : std::shared_ptr<transport::Transport>(transport::make_transport(
+                               config.transport, rank, config.world.size))),
+      transport_(backend_.get()) {
+  // Every tag of the run fits the backend's width: checked here, once, before anything is sent.
+  [[maybe_unused]] const transport::TagLayout layout(*backend_);
+  if (!device_.host_memory()) {
+    staging_ = std::make_unique<optimizers::StagingTransport>(
+        *backend_, device_, static_cast<std::size_t>(config.transport.chunk_bytes));
+    transport_ = staging_.get();
+  }
+  ops_ = std::make_unique<optimizers::DeviceFloatOps>(device_);
+  params_region_ = optimizers::register_array(*transport_, device_, params_);
+  scratch_ = device_.zeros(params_.size());
+  scratch_region_ = optimizers::register_array(*transport_, device_, scratch_.span());
+  const auto options = transport::collective_options(config.transport);
+  if (membership::is_live(config.run.on_peer_failure)) {
+    live_ = std::make_unique<membership::LiveSet>(
         config.world.size, transport_->rank(),
         std::chrono::milliseconds(config.transport.peer_timeout_ms),
         std::chrono::milliseconds(config.transport.recv_timeout_ms));
     // A rank given up for dead is told so, by the connection closing (tcp): a false death (a
     // partition that heals) ends with both sides apart, not with one waiting on the other.
-    live_->on_dead([t = transport_.get()](int r) { t->drop(r); });
+    live_->on_dead([t = transport_](int r) { t->drop(r); });
+    hood_ = membership::live_neighborhood(*transport_, *live_, options, *ops_);
+  } else {
+    hood_ = membership::strict_neighborhood(*transport_, options, *ops_);
   }
-  optimizers::AveragingContext ctx{config.algorithm,  config.topology, config.transport,
-                                   *transport_,       *params_region_, params.flat(),
-                                   config.run.seed,   live_.get()};
+  optimizers::AveragingContext ctx{config.algorithm, config.topology, config.transport,
+                                   *hood_,           device_,         params_,
+                                   *params_region_,  config.run.seed};
   averaging_ = optimizers::make_averaging(ctx);
-  if (live_ && is_gossip(config.algorithm.name)) {
-    // Neighbors' steps drift apart by at most about one per hop: a rejoin takes effect this
-    // many steps after the answer, so that the rejoining peer can be there in time. The slack of
-    // 200 steps covers the rejoining peer's connecting to its other neighbors: a neighbor that
-    // reached the join step before the others had even seen the request waited for the
-    // rejoining peer, which waited for their answers, which waited on it (broken only by
-    // timeouts, after which the peers' views of who is alive fell apart; seen in tests).
-    const std::int64_t margin =
-        static_cast<std::int64_t>(config.world.size + 2) * config.algorithm.local_steps + 200;
-    responder_ = std::make_unique<optimizers::JoinResponder>(*transport_, *live_, params_, margin);
-  } else if (live_ && is_allreduce_family(config.algorithm.name)) {
-    // Counted in the algorithm's rounds (live_clock); the rejoining peer adds the rounds the
-    // others run while it gathers their answers (rejoin.h). The margin is slack.
-    const std::int64_t margin = config.world.size + 2 + 50;
-    responder_ = std::make_unique<optimizers::JoinResponder>(*transport_, *live_, params_, margin,
-                                                             optimizers::JoinStep::kAgreed);
-  }
+  const optimizers::AlgorithmInfo& info = optimizers::find_algorithm(config.algorithm.name);
+  if (!live_ || info.rejoins == optimizers::RejoinPolicy::kNone) return;
+  // How far apart neighbors' clocks can drift (the rest of the margin is the answerer's pace
+  // over one peer timeout, rejoin.h): gossip steps drift by about one round per hop; a ring
+  // moves in lockstep, a round or two apart while it agrees.
+  const bool per_pair = info.rejoins == optimizers::RejoinPolicy::kPerPair;
+  const std::int64_t hops = config.world.size + 2;
+  const std::int64_t drift = per_pair ? hops * config.algorithm.local_steps : hops;
+  responder_ = std::make_unique<membership::JoinResponder>(
+      *transport_, *live_, params_.size(),
+      [this](std::span<float> host) { device_.download(host, params_); }, drift,
+      per_pair ? membership::JoinStep::kPerPair : membership::JoinStep::kAgreed);
 }
 
-bool Distributed::is_gossip(const std::string& algorithm) {
-  return algorithm == "dpsgd" || algorithm == "sgp" || algorithm == "adpsgd";
-}
+Distributed::~Distributed() = default;
 
-bool Distributed::is_allreduce_family(const std::string& algorithm) {
-  // Not diloco: a rejoining peer would need the others' outer model and momentum too, not only
-  // their parameters. It (and choco) leaves a restarted peer out: it trains alone.
-  return algorithm == "allreduce" || algorithm == "local_sgd";
+std::string Distributed::describe_path() const {
+  if (device_.host_memory()) return "host memory";
+  if (staging_ && !staging_->staged()) return fmt::format("device memory ({})", backend_->name());
+  return fmt::format("pinned staging in chunks of {} bytes", config_.transport.chunk_bytes);
 }
 
 void Distributed::after_step(std::int64_t step) {
@@ -88,12 +80,14 @@ void Distributed::after_step(std::int64_t step) {
 }
 
 std::int64_t Distributed::rejoin(std::int64_t step) {
-  if (!live_) return step;
+  if (!live_ || !responder_) return step;
+  const optimizers::AlgorithmInfo& info = optimizers::find_algorithm(config_.algorithm.name);
+  const bool per_pair = info.rejoins == optimizers::RejoinPolicy::kPerPair;
   // Ask the ranks this one averages with: its graph neighbors (a static graph), or everyone
-  // (a graph that changes every round, and the allreduce family, which answers no one).
+  // (a graph that changes every round, and the allreduce family, which averages with all).
   const int n = config_.world.size, self = transport_->rank();
   std::vector<int> ask;
-  if (is_gossip(config_.algorithm.name) && !topology::is_time_varying(config_.topology)) {
+  if (per_pair && !topology::is_time_varying(config_.topology)) {
     const auto m = topology::rank_mixing(config_.topology, n, self, config_.run.seed, 0);
     ask = m.recv_from;
     ask.insert(ask.end(), m.send_to.begin(), m.send_to.end());
@@ -104,47 +98,33 @@ std::int64_t Distributed::rejoin(std::int64_t step) {
       if (r != self) ask.push_back(r);
     }
   }
-  const auto how = is_allreduce_family(config_.algorithm.name) ? optimizers::JoinStep::kAgreed
-                                                                : optimizers::JoinStep::kPerPair;
-  return optimizers::rejoin(*transport_, *live_, ask, params_, step, how).step;
+  std::vector<float> host(params_.size());
+  device_.download(host, params_);
+  const auto result = membership::rejoin(
+      *transport_, *live_, ask, host, step,
+      per_pair ? membership::JoinStep::kPerPair : membership::JoinStep::kAgreed);
+  if (result.answers > 0) device_.upload(params_, host);
+  return result.step;
 }
 
-Distributed::~Distributed() = default;
-
 FinalAverage Distributed::average(std::span<float> model) {
-  std::span<float> mean = scratch_.flat();
-  std::copy(model.begin(), model.end(), mean.begin());
-  const auto options = collective_options(config_.transport);
-  transport::RingAllreduce allreduce(*transport_, options);
+  const std::span<float> mean = scratch_.span().first(model.size());
+  device_.copy(mean, model);
   // Continue mode: over the ranks alive at the end, which the survivors agree on.
   constexpr std::int64_t kEnd = std::numeric_limits<std::int64_t>::max() / 2;
-  std::unique_ptr<optimizers::LiveAllreduce> live;
-  if (live_) live = std::make_unique<optimizers::LiveAllreduce>(*transport_, *live_, options);
-  auto reduce = [&](std::span<float> data, transport::Tag tag) {
-    if (live) {
-      live->average(*scratch_region_, data, tag, kEnd);
-    } else {
-      allreduce.run(*scratch_region_, data, transport::ReduceOp::kAverage, tag);
-    }
-  };
-  reduce(mean.first(model.size()), kAverageTag);
-  double sq = 0;
-  for (std::size_t i = 0; i < model.size(); ++i) {
-    const double d = static_cast<double>(model[i]) - mean[i];
-    sq += d * d;
-  }
-  // Mean of the distances over peers: one more (tiny) allreduce, reusing the scratch region's
-  // first float after the model has been copied out.
-  std::copy(mean.begin(), mean.begin() + static_cast<std::ptrdiff_t>(model.size()), model.begin());
-  mean[0] = static_cast<float>(std::sqrt(sq));
-  reduce(mean.first(1), kDistanceTag);
-  FinalAverage out{static_cast<double>(mean[0]), {}};
-  if (live_) {
-    out.ranks = live_->live_ranks(kEnd);
-  } else {
-    for (int r = 0; r < transport_->world_size(); ++r) out.ranks.push_back(r);
-  }
-  return out;
+  const transport::TagLayout layout(*transport_);
+  hood_->average(*scratch_region_, mean, layout.make(transport::purpose::kFinalAverage, 0), kEnd);
+  const double sq = device_.squared_distance(model, mean);
+  device_.copy(model, mean);
+  // The mean of the distances over peers: one more (tiny) average, in the scratch's first
+  // float now that the model has been copied out.
+  const float distance = static_cast<float>(std::sqrt(sq));
+  device_.upload(mean.first(1), std::span<const float>(&distance, 1));
+  hood_->average(*scratch_region_, mean.first(1),
+                 layout.make(transport::purpose::kConsensusDistance, 0), kEnd);
+  float mean_distance = 0;
+  device_.download(std::span<float>(&mean_distance, 1), mean.first(1));
+  return {static_cast<double>(mean_distance), hood_->ranks(kEnd)};
 }
 
 }  // namespace murmur::runtime

@@ -1,9 +1,9 @@
-// A peer's link to the others: its transport (rendezvous included), the parameter arena
-// registered once, the averaging algorithm, and the exact average taken at the end of a run
-// (the average model and the consensus distance). Absent for a lone peer. With
-// run.on_peer_failure=continue it also keeps the LiveSet: lost peers are dropped from the
-// averaging, and a restarted one is answered and taken back (optimizers/rejoin.h).
-// Not thread-safe.
+// A peer's link to the others: its transport (rendezvous included; through a StagingTransport
+// when the parameters live off the host), the parameter arena registered once, who takes part
+// (a strict or, with run.on_peer_failure=continue, a live Neighborhood, membership/), the
+// averaging algorithm the registry builds, the answers to a restarted peer's rejoin, and the
+// exact average taken at the end of a run (the average model and the consensus distance).
+// Absent for a lone peer. Not thread-safe.
 #pragma once
 
 #include <cstdint>
@@ -12,11 +12,14 @@
 #include <string>
 #include <vector>
 
-#include "core/arena.h"
 #include "core/config.h"
+#include "device/device.h"
+#include "membership/live_set.h"
+#include "membership/neighborhood.h"
+#include "membership/rejoin.h"
 #include "optimizers/averaging.h"
-#include "optimizers/live_set.h"
-#include "optimizers/rejoin.h"
+#include "optimizers/staging_transport.h"
+#include "transport/float_ops.h"
 #include "transport/transport.h"
 
 namespace murmur::runtime {
@@ -29,10 +32,11 @@ struct FinalAverage {
 class Distributed {
  public:
   // Meets the neighbors (blocks until they answer or the connect timeout passes) and builds the
-  // algorithm over `params`, which must stay allocated and in place for this object's life.
-  // `transport`, if given, is used instead of one made from config.transport (simulations).
-  Distributed(const ExperimentConfig& config, int rank, Arena& params,
-              std::shared_ptr<transport::Transport> transport = nullptr);
+  // algorithm over `params` (memory of `device`), which must stay allocated and in place for
+  // this object's life. `transport`, if given, is used instead of one made from
+  // config.transport (simulations).
+  Distributed(const ExperimentConfig& config, int rank, device::Device& device,
+              std::span<float> params, std::shared_ptr<transport::Transport> transport = nullptr);
   ~Distributed();
 
   // The algorithm's step, then (continue mode) answers peers that asked to rejoin.
@@ -41,13 +45,13 @@ class Distributed {
   optimizers::AveragingStats take_stats() { return averaging_->take_stats(); }
   optimizers::Averaging& averaging() { return *averaging_; }
 
-  // Writes the model this peer should evaluate into `out` iff it differs from the raw parameters
-  // (push-sum's x / w); returns whether it did. Call flush() first.
-  bool debiased(std::span<float> out) const { return averaging_->debiased(out); }
+  // Writes the model this peer should evaluate into `out` (device memory) iff it differs from
+  // the raw parameters (push-sum's x / w); returns whether it did. Call flush() first.
+  bool debiased(std::span<float> out) { return averaging_->debiased(out); }
 
-  // Replaces `model` (this peer's final model) by the exact mean over all peers, with one ring
-  // allreduce, and returns the consensus distance measured before. Every peer must call it.
-  // With continue, the mean is over the ranks still alive (they agree on which).
+  // Replaces `model` (this peer's final model, device memory) by the exact mean over all peers
+  // and returns the consensus distance measured before. Every peer must call it. With continue,
+  // the mean is over the ranks still alive (they agree on which).
   FinalAverage average(std::span<float> model);
 
   // Continue mode, a peer restarted after it died: asks its neighbors to take it back and puts
@@ -55,30 +59,30 @@ class Distributed {
   // nobody answered, or without continue).
   std::int64_t rejoin(std::int64_t step);
   // The live set in continue mode, else nullptr.
-  const optimizers::LiveSet* live() const { return live_.get(); }
+  const membership::LiveSet* live() const { return live_.get(); }
 
   std::uint64_t bytes_sent() const { return transport_->bytes_sent(); }
   std::uint64_t bytes_received() const { return transport_->bytes_received(); }
   std::string backend() const { return transport_->name(); }
-  // For the runtime's own device-side gossip (runtime/device_gossip.h), used instead of the
-  // algorithm's rounds, never alongside them.
-  transport::Transport& transport() { return *transport_; }
+  // How the parameters move, for the log: "host memory", "pinned staging in chunks of N bytes",
+  // "device memory (ucx)".
+  std::string describe_path() const;
 
  private:
-  // dpsgd, sgp, adpsgd: each pair agrees on when a rejoining peer is back (JoinStep::kPerPair).
-  static bool is_gossip(const std::string& algorithm);
-  // allreduce, local_sgd: every rank takes it back at one round (JoinStep::kAgreed).
-  static bool is_allreduce_family(const std::string& algorithm);
-
   const ExperimentConfig& config_;
-  std::shared_ptr<transport::Transport> transport_;
-  std::unique_ptr<transport::Region> params_region_;
-  Arena scratch_;  // the arena's layout again, for the final average
-  std::unique_ptr<transport::Region> scratch_region_;
+  device::Device& device_;
   std::span<float> params_;
-  std::unique_ptr<optimizers::LiveSet> live_;               // continue mode only
+  std::shared_ptr<transport::Transport> backend_;               // the real transport
+  std::unique_ptr<optimizers::StagingTransport> staging_;       // off-host devices only
+  transport::Transport* transport_;                             // staging_, else backend_
+  std::unique_ptr<transport::FloatOps> ops_;                    // the device's arithmetic
+  std::unique_ptr<transport::Region> params_region_;
+  device::Array scratch_;  // the arena's size again, for the final average
+  std::unique_ptr<transport::Region> scratch_region_;
+  std::unique_ptr<membership::LiveSet> live_;                   // continue mode only
+  std::unique_ptr<membership::Neighborhood> hood_;
   std::unique_ptr<optimizers::Averaging> averaging_;
-  std::unique_ptr<optimizers::JoinResponder> responder_;    // continue mode, not choco
+  std::unique_ptr<membership::JoinResponder> responder_;        // where the algorithm rejoins
 };
 
 }  // namespace murmur::runtime

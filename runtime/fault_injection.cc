@@ -61,7 +61,6 @@ std::int64_t fault_kill_step(std::string_view spec, int rank) {
   return v.empty() ? 0 : v[0];
 }
 
-std::int64_t fault_kill_step_from_env(int rank) { return fault_kill_step(env(kKill), rank); }
 
 void kill_self(int rank, std::int64_t step) {
   log().warn("rank {}: {} asks for SIGKILL after step {}: killing myself", rank, kKill, step);
@@ -76,12 +75,52 @@ FaultStall fault_stall(std::string_view spec, int rank) {
   return {v[0], std::chrono::milliseconds(v[1])};
 }
 
-FaultStall fault_stall_from_env(int rank) { return fault_stall(env(kStall), rank); }
 
 void stall_self(int rank, const FaultStall& stall) {
   log().warn("rank {}: {} asks for a {} ms stall after step {}: sleeping", rank, kStall,
              stall.pause.count(), stall.step);
   std::this_thread::sleep_for(stall.pause);
 }
+
+namespace {
+
+class KillAfter final : public StepHook {
+ public:
+  KillAfter(int rank, std::int64_t step) : rank_(rank), step_(step) {}
+  void after_step(std::int64_t step) override {
+    if (step == step_) kill_self(rank_, step);
+  }
+
+ private:
+  int rank_;
+  std::int64_t step_;
+};
+
+class StallAfter final : public StepHook {
+ public:
+  StallAfter(int rank, FaultStall stall) : rank_(rank), stall_(stall) {}
+  void after_step(std::int64_t step) override {
+    if (step == stall_.step) stall_self(rank_, stall_);
+  }
+
+ private:
+  int rank_;
+  FaultStall stall_;
+};
+
+}  // namespace
+
+StepHooks fault_hooks(std::string_view kill_spec, std::string_view stall_spec, int rank) {
+  StepHooks hooks;
+  if (const std::int64_t step = fault_kill_step(kill_spec, rank); step > 0) {
+    hooks.push_back(std::make_shared<KillAfter>(rank, step));
+  }
+  if (const FaultStall stall = fault_stall(stall_spec, rank); stall.step > 0) {
+    hooks.push_back(std::make_shared<StallAfter>(rank, stall));
+  }
+  return hooks;
+}
+
+StepHooks fault_hooks_from_env(int rank) { return fault_hooks(env(kKill), env(kStall), rank); }
 
 }  // namespace murmur::runtime

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <fstream>
+#include <map>
 #include <thread>
 #include <vector>
 
@@ -19,16 +20,15 @@
 #include "nn/dataset.h"
 #include "nn/model.h"
 #include "nn/partition.h"
+#include "membership/neighborhood.h"
+#include "optimizers/algorithm.h"
 #include "optimizers/local_optimizer.h"
 #include "optimizers/lr_schedule.h"
 #include "runtime/checkpoint.h"
-#include "runtime/cuda_trainer.h"
-#include "runtime/device_gossip.h"
+#include "runtime/device_model.h"
 #include "runtime/distributed.h"
 #include "runtime/evaluate.h"
-#include "runtime/fault_injection.h"
 #include "runtime/stop_signal.h"
-#include "topology/graph.h"
 
 namespace murmur::runtime {
 namespace {
@@ -58,9 +58,10 @@ int default_threads(const RunConfig& run, int local_peers) {
 // One peer's training state and loop; run_peer() builds it and calls run().
 class Trainer {
  public:
-  Trainer(const ExperimentConfig& config, const PeerOptions& options)
+  Trainer(const ExperimentConfig& config, const PeerOptions& options, StepHooks hooks)
       : config_(config),
         options_(options),
+        hooks_(std::move(hooks)),
         rank_(std::max(0, config.world.rank)),
         dir_(options.out / fmt::format("rank{}", rank_)),
         train_holder_(options.train ? options.train : load(config, /*train=*/true)),
@@ -78,15 +79,20 @@ class Trainer {
     Rng init(config.run.seed);
     model_ = nn::Model::create(config.model, {train_.channels, train_.height, train_.width},
                                train_.classes, init);
+    // run.device: the arenas the optimizer and the averaging work on live there.
+    on_device_ = make_device_model(config, *model_, rank_);
+    params_ = on_device_->params();
+    grads_ = on_device_->grads();
+    device::Device& dev = on_device_->device();
+    saved_ = dev.zeros(params_.size());
     if (config.world.size > 1) {
-      dist_ = std::make_unique<Distributed>(config, rank_, model_->params(), options.transport);
+      dist_ = std::make_unique<Distributed>(config, rank_, dev, params_, options.transport);
     }
-    optimizer_ = optimizers::make_local_optimizer(config.train.optimizer,
-                                                  model_->params().flat().size());
-    // run.device: cuda trains a device twin; the host model stays what the rest reads.
-    device_ = make_device_trainer(config, *model_, *optimizer_, rank_);
-    if (device_) log().info("rank {}: training on {}", rank_, device_->describe());
-    if (device_ && dist_) make_device_gossip();
+    optimizer_ = optimizers::make_local_optimizer(config.train.optimizer, dev, params_.size());
+    if (!dev.host_memory()) {
+      log().info("rank {}: training on {}", rank_, on_device_->describe());
+      if (dist_) log().info("rank {}: parameters move: {}", rank_, dist_->describe_path());
+    }
     // Every peer must take the same number of steps (a neighbor waits for each exchange), also
     // when a non-IID split gives the shards different sizes: an epoch is the whole data set's
     // size over the peers, in batches; a smaller shard is simply reshuffled sooner.
@@ -102,10 +108,6 @@ class Trainer {
     config_json_ = to_json(config).dump();
     log().info("rank {}: {} ({} parameters), {} training samples in this shard, {} steps",
                rank_, config.model.name, model_->num_params(), loader_.size(), total_steps_);
-    if (const auto it = config.network.stragglers.find(rank_); it != config.network.stragglers.end()) {
-      log().info("rank {}: straggler: computes {}x slower (sleeps {} x its compute time per step)",
-                 rank_, it->second, it->second - 1);
-    }
   }
 
   PeerResult run() {
@@ -121,19 +123,13 @@ class Trainer {
       const auto t = Clock::now();
       const int n = loader_.next(x_.data(), y_.data());
       const double lr = schedule_->at(step_);
-      const float loss = device_ ? device_->step(x_.data(), y_.data(), n, rng_, static_cast<float>(lr))
-                                 : model_->train_batch(x_.data(), y_.data(), n, rng_);
-      if (!device_) optimizer_->step(model_->params().flat(), model_->grads().flat(), static_cast<float>(lr));
-      straggle(seconds_since(t));
+      const float loss = on_device_->train_batch(x_.data(), y_.data(), n, rng_);
+      optimizer_->step(params_, grads_, static_cast<float>(lr));
+      for (auto& hook : hooks_) hook->after_compute(step_ + 1, seconds_since(t));
       compute_s_ += seconds_since(t);
       ++step_;
-      if (gossip_) {
-        gossip_->after_step(step_);  // on the device arena, chunk by chunk
-        take_comm_stats();
-      } else if (dist_) {
-        if (device_) device_->to_host(false);  // averaging works on the host arena
+      if (dist_) {
         dist_->after_step(step_);
-        if (device_) device_->to_device(false);
         take_comm_stats();
       }
       window_loss += loss;
@@ -158,8 +154,7 @@ class Trainer {
         save(periodic_checkpoint_path(dir_, step_));
         prune_checkpoints(dir_, config_.checkpoint.keep);
       }
-      if (step_ == kill_at_step_) kill_self(rank_, step_);
-      if (step_ == stall_.step) stall_self(rank_, stall_);
+      for (auto& hook : hooks_) hook->after_step(step_);
     }
     std::filesystem::remove(dir_ / "running");  // ended cleanly: a restart is no rejoin
     PeerResult result;
@@ -200,14 +195,7 @@ class Trainer {
   }
 
   double epoch() const { return static_cast<double>(step_) / steps_per_epoch_; }
-
-  // network.stragglers: a peer with factor f computes f times slower than it could; the sleep
-  // counts as compute time.
-  void straggle(double compute_s) const {
-    const auto it = config_.network.stragglers.find(rank_);
-    if (it == config_.network.stragglers.end() || it->second <= 1) return;
-    std::this_thread::sleep_for(std::chrono::duration<double>((it->second - 1) * compute_s));
-  }
+  device::Device& dev() { return on_device_->device(); }
 
   void log_step(double loss, double lr, double rate, Clock::time_point start) {
     const double elapsed = seconds_since(start);
@@ -223,28 +211,9 @@ class Trainer {
   }
 
   void take_comm_stats() {
-    auto add = [&](const optimizers::AveragingStats& st) {
-      comm_s_ += st.comm_s;
-      wait_s_ += st.wait_s;
-    };
-    add(dist_->take_stats());
-    if (gossip_) add(gossip_->take_stats());
-  }
-
-  // A GPU peer: D-PSGD rounds run on the device arena (pipelined chunks) where
-  // uses_pipelined_gossip() allows; else the whole arena crosses to the host around each round.
-  // Logs which way the parameters move, once.
-  void make_device_gossip() {
-    if (!uses_pipelined_gossip(config_)) {
-      log().info("rank {}: parameters move: whole-arena pinned copies", rank_);
-      return;
-    }
-    stager_ = device_->make_stager(dist_->transport(),
-                                   static_cast<std::size_t>(config_.transport.chunk_bytes));
-    gossip_ = std::make_unique<PipelinedGossip>(config_, dist_->transport(), *stager_);
-    const ChunkLayout& layout = stager_->layout();
-    log().info("rank {}: parameters move: {} ({} chunks of {} bytes)", rank_, stager_->describe(),
-               layout.count(), layout.chunk_floats * sizeof(float));
+    const optimizers::AveragingStats st = dist_->take_stats();
+    comm_s_ += st.comm_s;
+    wait_s_ += st.wait_s;
   }
 
   // Runs `fn` with the model this peer stands for in the parameters: push-sum's x / w where the
@@ -254,21 +223,15 @@ class Trainer {
     if (!dist_) return fn();
     dist_->flush();
     take_comm_stats();
-    std::span<float> params = model_->params().flat();
-    saved_.assign(params.begin(), params.end());
-    if (!dist_->debiased(params)) return fn();
+    dev().copy(saved_.span(), params_);
+    if (!dist_->debiased(params_)) return fn();
     auto result = fn();
-    std::copy(saved_.begin(), saved_.end(), params.begin());
+    dev().copy(params_, saved_.span());
     return result;
   }
 
   Evaluation log_eval(Clock::time_point start) {
-    if (device_) device_->to_host(true);
-    last_eval_ = with_model([&] {
-      return device_ ? device_->evaluate(test_, config_.eval.batch_size)
-                     : evaluate(*model_, test_, config_.eval.batch_size);
-    });
-    if (device_) device_->to_device(true);  // flush() may have mixed into the host copy
+    last_eval_ = with_model([&] { return on_device_->evaluate(test_, config_.eval.batch_size); });
     metrics_.write({{"kind", "eval"}, {"rank", rank_}, {"step", step_}, {"epoch", epoch()},
                     {"time_s", seconds_since(start)}, {"test_loss", last_eval_.loss},
                     {"test_accuracy", last_eval_.accuracy},
@@ -286,16 +249,14 @@ class Trainer {
   // distance. The peer's own parameters are left as they were.
   void final_average(PeerResult& result) {
     const auto t = Clock::now();
-    if (device_) device_->to_host(true);
     dist_->flush();
-    std::span<float> params = model_->params().flat();
-    saved_.assign(params.begin(), params.end());
-    dist_->debiased(params);
-    const FinalAverage avg = dist_->average(params);
+    dev().copy(saved_.span(), params_);
+    dist_->debiased(params_);
+    const FinalAverage avg = dist_->average(params_);
     result.consensus_distance = avg.consensus_distance;
     comm_s_ += seconds_since(t);
     if (!avg.ranks.empty() && rank_ == avg.ranks.front()) {
-      const Evaluation e = evaluate(*model_, test_, config_.eval.batch_size);
+      const Evaluation e = on_device_->evaluate(test_, config_.eval.batch_size);
       result.has_average = true;
       result.average_ranks = avg.ranks;
       result.average_test_accuracy = e.accuracy;
@@ -303,16 +264,41 @@ class Trainer {
       log().info("average model: test accuracy {:.2f}%, loss {:.4f}; consensus distance {:.4g}",
                  100 * e.accuracy, e.loss, avg.consensus_distance);
     }
-    std::copy(saved_.begin(), saved_.end(), params.begin());
+    dev().copy(params_, saved_.span());
   }
 
-  std::vector<FlatState> flat_state() {
-    std::vector<FlatState> flat;
-    for (auto& [name, data] : optimizer_->state()) flat.push_back({"optimizer." + name, data});
+  // The resume state's arrays on the device: the optimizer's, then the algorithm's.
+  std::vector<std::pair<std::string, std::span<float>>> device_state() {
+    std::vector<std::pair<std::string, std::span<float>>> state;
+    for (auto& [name, data] : optimizer_->state()) state.emplace_back("optimizer." + name, data);
     if (dist_) {
-      for (auto& [name, data] : dist_->averaging().state()) flat.push_back({"algorithm." + name, data});
+      for (auto& [name, data] : dist_->averaging().state()) state.emplace_back("algorithm." + name, data);
+    }
+    return state;
+  }
+
+  // device_state() as host memory for a checkpoint: the arrays themselves where the device is
+  // the host, else copies in mirrors_ (downloaded iff `download`; upload_state() puts them back).
+  std::vector<FlatState> host_state(bool download) {
+    std::vector<FlatState> flat;
+    auto state = device_state();
+    if (dev().host_memory()) {
+      for (auto& [name, data] : state) flat.push_back({name, data});
+      return flat;
+    }
+    mirrors_.resize(state.size());
+    for (std::size_t k = 0; k < state.size(); ++k) {
+      mirrors_[k].resize(state[k].second.size());
+      if (download) dev().download(mirrors_[k], state[k].second);
+      flat.push_back({state[k].first, mirrors_[k]});
     }
     return flat;
+  }
+
+  void upload_state() {
+    if (dev().host_memory()) return;
+    auto state = device_state();
+    for (std::size_t k = 0; k < state.size(); ++k) dev().upload(state[k].second, mirrors_[k]);
   }
 
   void save(const std::filesystem::path& file) {
@@ -320,15 +306,14 @@ class Trainer {
     s.step = step_;
     s.loader = loader_.state();
     s.rng = rng_.state();
-    if (device_) device_->to_host(true);
     s.extra["murmur.optimizer.steps"] = std::to_string(optimizer_->steps());
     if (dist_) {
       dist_->flush();
       for (const auto& [k, v] : dist_->averaging().scalars()) s.extra["murmur.algorithm." + k] = v;
     }
-    auto flat = flat_state();
+    on_device_->to_host(true);
+    const auto flat = host_state(/*download=*/true);
     save_checkpoint(file, model_->params(), model_->buffers(), flat, s, config_json_);
-    if (device_) device_->to_device(false);  // flush() may have mixed into the host copy
   }
 
   // The parts of a config that decide what is trained; a checkpoint of another training is
@@ -358,7 +343,7 @@ class Trainer {
   void resume() {
     for (const auto& file : list_checkpoints(dir_)) {
       try {
-        auto flat = flat_state();
+        auto flat = host_state(/*download=*/false);
         ResumeState s = load_checkpoint(file, model_->params(), model_->buffers(), flat);
         check_same_training(file, s.config_json);
         step_ = first_step_ = s.step;
@@ -373,8 +358,9 @@ class Trainer {
           }
           dist_->averaging().restore_scalars(scalars);
         }
+        on_device_->to_device(true);
+        upload_state();
         log().info("rank {}: resumed from {} at step {}", rank_, file.string(), step_);
-        if (device_) device_->to_device(true);
         return;
       } catch (const CheckpointError& e) {
         log().warn("rank {}: skipping unusable checkpoint: {}", rank_, e.what());
@@ -384,18 +370,19 @@ class Trainer {
 
   // run.on_peer_failure=continue: a peer whose last run here did not end cleanly (the marker
   // rank<r>/running is still there: it was killed) asks its neighbors to take it back, with
-  // their parameters and step (optimizers/rejoin.h). The marker is written for this run.
+  // their parameters and step (membership/rejoin.h). The marker is written for this run.
   void rejoin_if_restarted() {
     const auto marker = dir_ / "running";
     const bool died = std::filesystem::exists(marker);
     std::ofstream(marker) << "this peer is running; left behind if it dies\n";
-    if (!died || !dist_ || config_.run.on_peer_failure != "continue") return;
+    if (!died || !dist_ || !dist_->live()) return;
     log().warn("rank {}: the last run of this peer did not end cleanly; rejoining", rank_);
     step_ = first_step_ = dist_->rejoin(step_);
   }
 
   const ExperimentConfig& config_;
   const PeerOptions& options_;
+  StepHooks hooks_;
   int rank_;
   std::filesystem::path dir_;
   std::shared_ptr<const nn::Dataset> train_holder_;
@@ -406,13 +393,13 @@ class Trainer {
   Rng rng_;
   MetricsSink metrics_;
   ProgressLine progress_;
-  std::unique_ptr<nn::Model> model_;
+  std::unique_ptr<nn::Model> model_;           // the host model: the network, checkpoints
+  std::unique_ptr<DeviceModel> on_device_;     // run.device's twin (the host model on cpu)
+  std::span<float> params_, grads_;            // on_device_'s arenas
+  device::Array saved_;  // the raw parameters while a debiased or average model is in place
   std::unique_ptr<Distributed> dist_;
-  std::vector<float> saved_;  // the raw parameters while a debiased or average model is in place
   std::unique_ptr<optimizers::LocalOptimizer> optimizer_;
-  std::unique_ptr<DeviceTrainer> device_;  // run.device: cuda; declared after what it refers to
-  std::unique_ptr<ChunkStager> stager_;      // pipelined gossip only; uses device_ and dist_
-  std::unique_ptr<PipelinedGossip> gossip_;
+  std::vector<std::vector<float>> mirrors_;    // off-host devices: the resume state's host copies
   std::unique_ptr<optimizers::LrSchedule> schedule_;
   std::vector<float> x_;
   std::vector<std::int32_t> y_;
@@ -421,8 +408,6 @@ class Trainer {
   std::int64_t total_steps_ = 0;
   std::int64_t step_ = 0;
   std::int64_t first_step_ = 0;
-  std::int64_t kill_at_step_ = fault_kill_step_from_env(rank_);  // 0 = never (tests only)
-  FaultStall stall_ = fault_stall_from_env(rank_);                 // tests only
   double compute_s_ = 0;
   double comm_s_ = 0;
   double wait_s_ = 0;
@@ -431,24 +416,30 @@ class Trainer {
 
 }  // namespace
 
-void check_config(const ExperimentConfig& config) {
+std::vector<std::string> check_config(const ExperimentConfig& config) {
   validate(config);
   check_device(config);
-  static const char* const kGossip[] = {"dpsgd", "sgp", "adpsgd", "choco"};
-  if (std::find(std::begin(kGossip), std::end(kGossip), config.algorithm.name) != std::end(kGossip)) {
-    topology::validate_world(config.topology, config.world.size);
-  }
+  nn::check_model(config.model, config.data);
+  membership::is_live(config.run.on_peer_failure);
+  return optimizers::check_algorithm(config.algorithm, config.topology, config.world.size,
+                                     config.run.seed);
 }
 
 PeerResult run_peer(const ExperimentConfig& config, const PeerOptions& options) {
-  check_config(config);
+  const int rank = std::max(0, config.world.rank);
+  const auto warnings = check_config(config);
+  if (rank == 0) {
+    for (const std::string& warning : warnings) log().warn("{}", warning);
+  }
   if (options.install_signal_handlers) install_stop_handlers();
   // One pool per process: simulated peers (threads of one process) all ask for the same size,
   // so only the first call changes anything.
   const int threads = default_threads(config.run, options.local_peers);
   if (nn::cpu::compute_threads() != threads) nn::cpu::set_compute_threads(threads);
-  std::filesystem::create_directories(options.out / fmt::format("rank{}", std::max(0, config.world.rank)));
-  Trainer trainer(config, options);
+  std::filesystem::create_directories(options.out / fmt::format("rank{}", rank));
+  StepHooks hooks = options.hooks;
+  if (auto straggler = straggler_hook(config.network, rank)) hooks.push_back(std::move(straggler));
+  Trainer trainer(config, options, std::move(hooks));
   return trainer.run();
 }
 

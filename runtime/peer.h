@@ -13,6 +13,7 @@
 
 #include "core/config.h"
 #include "nn/dataset.h"
+#include "runtime/step_hook.h"
 #include "transport/transport.h"
 
 namespace murmur::runtime {
@@ -27,6 +28,8 @@ struct PeerOptions {
   std::shared_ptr<const nn::Dataset> train;
   std::shared_ptr<const nn::Dataset> test;
   bool install_signal_handlers = true;
+  // Called around every local step (fault injection; run_peer adds network.stragglers' own).
+  StepHooks hooks;
 };
 
 struct PeerResult {
@@ -52,9 +55,10 @@ struct PeerResult {
   double compute_s = 0, comm_s = 0, wait_s = 0;
 };
 
-// Every check a config can get before a peer starts: core's field and cross-field rules, and
-// whether the topology can take the world size (a hypercube of 6 cannot). Throws ConfigError.
-void check_config(const ExperimentConfig& config);
+// Every check a config can get before a peer starts: core's field and cross-field rules, the
+// device, and the algorithm's (the registry's: a graph it can run on, keys it reads). Throws
+// ConfigError. Returns warnings: algorithm keys set that the algorithm does not read.
+std::vector<std::string> check_config(const ExperimentConfig& config);
 
 // Trains as the config says and returns this peer's final figures. Throws murmur::Error (config,
 // data, checkpoint, transport) with a message naming what and where.

@@ -22,6 +22,7 @@
 #include "core/error.h"
 #include "tools/bench_registry.h"
 #include "transport/collectives.h"
+#include "transport/tag.h"
 #include "transport/factory.h"
 #include "transport/inproc/transport.h"
 
@@ -59,7 +60,8 @@ int rounds_for(std::int64_t bytes) {
 void barrier(Transport& t, transport::RingAllreduce& allreduce, transport::Region& region,
              std::span<float> one) {
   one[0] = 1.0f;
-  allreduce.run(region, one, transport::ReduceOp::kSum, 1);
+  allreduce.run(region, one, transport::ReduceOp::kSum,
+                transport::TagLayout(t).make(transport::purpose::kBenchmark, 1));
 }
 
 void wait(Transport& t, Request& r) {
@@ -123,8 +125,9 @@ std::vector<nlohmann::json> bench_rank(Transport& t, const std::string& backend,
     add("ring_exchange", size, exchange, static_cast<double>(bytes * peers.size()));
     // Ring allreduce (sum) of the buffer's first `bytes`.
     std::span<float> data(buffer.data(), bytes / sizeof(float));
+    const transport::Tag reduce_tag = transport::TagLayout(t).make(transport::purpose::kBenchmark, 13);
     double reduce = time_rounds(rounds, [&] {
-      allreduce.run(*region, data, transport::ReduceOp::kSum, 13);
+      allreduce.run(*region, data, transport::ReduceOp::kSum, reduce_tag);
     });
     add("allreduce", size, reduce, static_cast<double>(bytes));
   }

@@ -17,8 +17,10 @@
 
 #include "core/error.h"
 #include "core/rng.h"
+#include "device/device.h"
 #include "nn/cpu/threads.h"
 #include "nn/model.h"
+#include "optimizers/local_optimizer.h"
 #include "tools/bench_registry.h"
 
 namespace murmur::tools {
@@ -68,24 +70,19 @@ double bench_row(const std::string& name, int batch, int threads, const TrainBen
   for (float& v : x) v = static_cast<float>(data.normal());
   for (auto& v : y) v = static_cast<std::int32_t>(data.below(10));
 
-  std::span<float> p = model->params().flat();
-  std::span<const float> g = model->grads().flat();
-  std::vector<float> velocity(p.size(), 0.0f);
-  const float lr = 0.01f, momentum = 0.9f;
+  // torch.optim.SGD(lr=0.01, momentum=0.9), the same optimizer murmur-peer trains with.
+  OptimizerConfig sgd;
+  sgd.name = "sgd";
+  sgd.lr = 0.01;
+  sgd.momentum = 0.9;
+  auto optimizer = optimizers::make_local_optimizer(sgd, device::cpu(), model->params().flat().size());
   Rng step_rng(3);
   std::int64_t step = 0;
   auto train_step = [&] {
     const int b = static_cast<int>(step++ % kBatches);
     model->train_batch(x.data() + static_cast<std::size_t>(b) * batch * sample,
                        y.data() + static_cast<std::size_t>(b) * batch, batch, step_rng);
-    // torch.optim.SGD(momentum=0.9): v = mu v + g; p -= lr v.
-    float* __restrict pv = p.data();
-    float* __restrict vv = velocity.data();
-    const float* __restrict gv = g.data();
-    for (std::size_t i = 0; i < p.size(); ++i) {
-      vv[i] = momentum * vv[i] + gv[i];
-      pv[i] -= lr * vv[i];
-    }
+    optimizer->step(model->params().flat(), model->grads().flat(), static_cast<float>(sgd.lr));
   };
 
   for (int i = 0; i < o.warmup_steps; ++i) train_step();

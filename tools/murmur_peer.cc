@@ -26,6 +26,7 @@
 #include "core/progress.h"
 #include "runtime/default_config.h"
 #include "runtime/evaluate.h"
+#include "runtime/fault_injection.h"
 #include "transport/world.h"
 #include "runtime/peer.h"
 #include "runtime/stop_signal.h"
@@ -148,7 +149,9 @@ int main(int argc, char** argv) {
     if (world > 0) config.world.size = world;
     if (rank >= 0) config.world.rank = rank;
     if (print_config) {
-      murmur::runtime::check_config(config);
+      for (const std::string& warning : murmur::runtime::check_config(config)) {
+        std::fprintf(stderr, "murmur-peer: warning: %s\n", warning.c_str());
+      }
       std::printf("%s\n", murmur::to_json(config).dump().c_str());
       return 0;
     }
@@ -168,6 +171,9 @@ int main(int argc, char** argv) {
     options.out = !out.empty() ? out : !config.run.out.empty() ? config.run.out : "runs/" + config.run.name;
     options.interactive = murmur::stderr_is_terminal();
     options.local_peers = env_int("MURMUR_LOCAL_SIZE", 1);
+    // Fault injection for tests and experiments (MURMUR_FAULT_KILL, MURMUR_FAULT_STALL): read
+    // here, at the edge, and handed to the peer as step hooks.
+    options.hooks = murmur::runtime::fault_hooks_from_env(config.world.rank);
     std::filesystem::create_directories(options.out);
     if (config.world.rank == 0) {
       const std::string yaml = murmur::to_yaml(config);

@@ -2,8 +2,8 @@
 // eigenvalue modulus, spectral gap and rounds to shrink consensus error 10x, for a config
 // (--config run.yaml) or a named graph (--graph ring --peers 8); --json prints one object;
 // --dot writes the graph as Graphviz DOT, and a PNG beside it where `dot` is installed;
-// --list prints the registered graphs and weights schemes (--list --json: one object that
-// other tools read instead of keeping their own list).
+// --list prints the registered graphs, weights schemes and averaging algorithms (--list --json:
+// one object that other tools, the sweep's plots among them, read instead of keeping a list).
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -19,6 +19,7 @@
 
 #include "core/config.h"
 #include "core/error.h"
+#include "optimizers/algorithm.h"
 #include "topology/dot.h"
 #include "topology/graph.h"
 #include "topology/mixing.h"
@@ -106,6 +107,25 @@ std::optional<bool> fixed_directed(const GraphInfo& g) {
   return as_default;
 }
 
+const char* needs_name(optimizers::GraphNeeds needs) {
+  switch (needs) {
+    case optimizers::GraphNeeds::kNone: return "none";
+    case optimizers::GraphNeeds::kAny: return "any";
+    case optimizers::GraphNeeds::kDoublyStochastic: return "doubly_stochastic";
+    case optimizers::GraphNeeds::kColumnStochastic: return "column_stochastic";
+  }
+  return "?";
+}
+
+const char* rejoin_name(optimizers::RejoinPolicy policy) {
+  switch (policy) {
+    case optimizers::RejoinPolicy::kNone: return "none";
+    case optimizers::RejoinPolicy::kPerPair: return "per_pair";
+    case optimizers::RejoinPolicy::kAgreed: return "agreed";
+  }
+  return "?";
+}
+
 int list(const Options& o) {
   if (o.json) {
     nlohmann::json j;
@@ -122,12 +142,28 @@ int list(const Options& o) {
     for (const WeightsInfo* w : weights_schemes()) {
       j["weights"].push_back({{"name", w->name}, {"summary", w->summary}});
     }
+    j["algorithms"] = nlohmann::json::array();
+    for (const optimizers::AlgorithmInfo* a : optimizers::algorithms()) {
+      j["algorithms"].push_back({{"name", a->name},
+                                 {"summary", a->summary},
+                                 {"uses_graph", a->needs != optimizers::GraphNeeds::kNone},
+                                 {"needs", needs_name(a->needs)},
+                                 {"static_graph_only", a->static_graph_only},
+                                 {"overlaps", a->overlaps},
+                                 {"compresses", a->compresses},
+                                 {"rejoins", rejoin_name(a->rejoins)},
+                                 {"device", a->device},
+                                 {"keys", std::vector<std::string_view>(a->keys.begin(), a->keys.end())}});
+    }
     std::printf("%s\n", j.dump().c_str());
     return 0;
   }
-  for (const GraphInfo* g : graphs()) fmt::print("graph    {:<22} {}\n", g->name, g->summary);
+  for (const GraphInfo* g : graphs()) fmt::print("graph      {:<22} {}\n", g->name, g->summary);
   for (const WeightsInfo* w : weights_schemes()) {
-    fmt::print("weights  {:<22} {}\n", w->name, w->summary);
+    fmt::print("weights    {:<22} {}\n", w->name, w->summary);
+  }
+  for (const optimizers::AlgorithmInfo* a : optimizers::algorithms()) {
+    fmt::print("algorithm  {:<22} {}\n", a->name, a->summary);
   }
   return 0;
 }
@@ -237,7 +273,7 @@ int main(int argc, char** argv) {
       ->check(CLI::NonNegativeNumber);
   app.add_flag("--json", o.json, "print one JSON object");
   app.add_flag("--list", o.list,
-               "list the registered graphs and weights schemes, one line each (with --json: "
+               "list the registered graphs, weights schemes and algorithms, one line each (with --json: "
                "{\"graphs\": [{name, directed, time_varying, summary}], \"weights\": [...]})");
   app.add_flag("--matrix", o.print_matrix, "print the matrix even when n > 16");
   app.add_option("--dot", o.dot_file, "write the graph as DOT here (and .png if graphviz is on PATH)");

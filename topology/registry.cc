@@ -10,6 +10,7 @@
 #include <fmt/format.h>
 
 #include "core/error.h"
+#include "core/names.h"
 
 // Adding a graph: define its row (a GraphInfo) beside its builder, add one line here.
 #define MURMUR_TOPOLOGY_GRAPHS(X) \
@@ -68,6 +69,13 @@ std::span<const WeightsInfo* const> weights_schemes() { return kWeights; }
 
 std::vector<std::string_view> graph_names() { return names_of(graphs()); }
 std::vector<std::string_view> weights_names() { return names_of(weights_schemes()); }
+
+namespace {
+// What topology.graph and topology.weights take, for the config loader (core/names.h). The rows
+// are constant-initialized, so reading them here, during static initialization, is safe.
+[[maybe_unused]] const bool kRegistered =
+    register_names("topology.graph", graph_names()) && register_names("topology.weights", weights_names());
+}  // namespace
 
 const GraphInfo& find_graph(std::string_view name) {
   return find_row(graphs(), name, "topology.graph", "graph");

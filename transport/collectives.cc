@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include "core/error.h"
+#include "transport/tag.h"
 
 namespace murmur::transport {
 
@@ -58,8 +59,8 @@ std::vector<std::size_t> neighbor_exchange(Transport& transport, Tag tag, const 
   return got;
 }
 
-RingAllreduce::RingAllreduce(Transport& transport, CollectiveOptions options)
-    : transport_(transport), options_(options) {}
+RingAllreduce::RingAllreduce(Transport& transport, CollectiveOptions options, FloatOps& ops)
+    : transport_(transport), options_(options), ops_(ops) {}
 
 void RingAllreduce::run(Region& region, std::span<float> data, ReduceOp op, Tag tag) {
   // Position r in a ring of N: the world, or the subset set_ranks() gave.
@@ -71,7 +72,11 @@ void RingAllreduce::run(Region& region, std::span<float> data, ReduceOp op, Tag 
                                : transport_.rank();
   if (r >= N) throw TransportError("ring_allreduce: this rank is not among set_ranks()");
   if (N == 1 || n == 0) return;
-  if (tag >> 32) throw TransportError("ring_allreduce: tag must be below 2^32");
+  const TagLayout layout(transport_);
+  if (!layout.is_base(tag)) {
+    throw TransportError(fmt::format("ring_allreduce: tag {:#x} has its step or chunk set",
+                                     tag));
+  }
   auto* region_base = region.bytes().data();
   auto* data_bytes = reinterpret_cast<std::byte*>(data.data());
   if (data_bytes < region_base || data_bytes + data.size_bytes() > region_base + region.bytes().size()) {
@@ -83,11 +88,12 @@ void RingAllreduce::run(Region& region, std::span<float> data, ReduceOp op, Tag 
   // chunk c of step k feeds chunk c of step k+1 (the pipeline).
   auto begin = [&](std::size_t s) { return s * n / N; };
   const std::size_t max_segment = (n + N - 1) / N;
-  const std::size_t chunk_floats = std::max<std::size_t>(1, options_.chunk_bytes / sizeof(float));
+  // Chunks of transport.chunk_bytes, or larger where the tag's chunk field could not number
+  // them all.
+  const std::size_t max_chunks = static_cast<std::size_t>(layout.max_chunks());
+  const std::size_t chunk_floats = std::max<std::size_t>(
+      {1, options_.chunk_bytes / sizeof(float), (max_segment + max_chunks - 1) / max_chunks});
   const std::size_t chunks = std::max<std::size_t>(1, (max_segment + chunk_floats - 1) / chunk_floats);
-  if (chunks >= (1u << 20) || 2 * (N - 1) >= (1u << 12)) {
-    throw TransportError("ring_allreduce: too many chunks or ranks for the tag layout");
-  }
   struct Span { std::size_t first, count; };
   auto chunk = [&](std::size_t s, std::size_t c) {
     std::size_t len = begin(s + 1) - begin(s);
@@ -97,9 +103,9 @@ void RingAllreduce::run(Region& region, std::span<float> data, ReduceOp op, Tag 
   // Scratch: two slots (steps alternate) of `chunks` fixed-size cells, so that a chunk of step
   // k+2 never lands on a chunk of step k that is still to be reduced (segments differ in length).
   const std::size_t cell = (max_segment + chunks - 1) / chunks;
-  if (scratch_.size() < 2 * chunks * cell) {
-    scratch_.assign(2 * chunks * cell, 0.0f);
-    scratch_region_ = transport_.register_region(std::as_writable_bytes(std::span(scratch_)));
+  if (scratch_.floats.size() < 2 * chunks * cell) {
+    scratch_.region.reset();  // the old registration goes before its memory
+    scratch_ = ops_.scratch(transport_, 2 * chunks * cell);
   }
   // Step k sends segment (r - k) and receives segment (r - k - 1) mod N; steps 0..N-2 reduce
   // (reduce-scatter), steps N-1..2N-3 copy (allgather).
@@ -108,7 +114,7 @@ void RingAllreduce::run(Region& region, std::span<float> data, ReduceOp op, Tag 
   const int left = rank_at((r + N - 1) % N), right = rank_at((r + 1) % N);
   auto send_segment = [&](std::size_t k) { return (r + N * steps - k) % N; };
   auto recv_segment = [&](std::size_t k) { return (r + N * steps - k - 1) % N; };
-  auto tag_of = [&](std::size_t k, std::size_t c) { return (tag << 32) | (k << 20) | c; };
+  auto tag_of = [&](std::size_t k, std::size_t c) { return layout.with(tag, k, c); };
   auto in_data = [&](Span s) { return ByteRange{data_offset + s.first * sizeof(float), s.count * sizeof(float)}; };
   auto cell_of = [&](std::size_t k, std::size_t c) { return ((k % 2) * chunks + c) * cell; };
   auto in_scratch = [&](std::size_t k, std::size_t c, Span s) {
@@ -123,7 +129,7 @@ void RingAllreduce::run(Region& region, std::span<float> data, ReduceOp op, Tag 
     std::size_t seg = recv_segment(k);
     Span s = chunk(seg, c);
     if (k < N - 1) {
-      recvs[k * chunks + c] = transport_.recv(left, tag_of(k, c), *scratch_region_, in_scratch(k, c, s));
+      recvs[k * chunks + c] = transport_.recv(left, tag_of(k, c), *scratch_.region, in_scratch(k, c, s));
     } else {
       // Allgather lands in `data`: an earlier send of the same bytes must have left.
       if (last_send[seg * chunks + c].valid()) {
@@ -150,12 +156,9 @@ void RingAllreduce::run(Region& region, std::span<float> data, ReduceOp op, Tag 
       if (k < N - 1) {
         std::size_t seg = recv_segment(k);
         Span s = chunk(seg, c);
-        float* x = data.data() + s.first;
-        const float* y = scratch_.data() + cell_of(k, c);
-        for (std::size_t i = 0; i < s.count; ++i) x[i] += y[i];
-        if (k == N - 2 && scale != 1.0f) {  // this segment is now the full sum
-          for (std::size_t i = 0; i < s.count; ++i) x[i] *= scale;
-        }
+        const std::span<float> x = data.subspan(s.first, s.count);
+        ops_.add(x, scratch_.floats.subspan(cell_of(k, c), s.count));
+        if (k == N - 2 && scale != 1.0f) ops_.scale(x, scale);  // this segment is now the full sum
       }
       if (k + 1 < steps) send(k + 1, c);
       if (k + 2 < steps) post_recv(k + 2, c);

@@ -12,6 +12,7 @@
 #include <span>
 #include <vector>
 
+#include "transport/float_ops.h"
 #include "transport/transport.h"
 
 namespace murmur::transport {
@@ -33,11 +34,15 @@ std::vector<std::size_t> neighbor_exchange(Transport& transport, Tag tag, const 
 enum class ReduceOp { kSum, kAverage };
 
 // Ring allreduce of float arrays with a scratch region kept between calls (register once, like
-// the arena). Tags used: (tag << 32) | (step << 20) | chunk, so `tag` must be < 2^32 and the
-// data at most 2^20 chunks per rank's segment.
+// the arena). `tag` is a base tag of transport/tag.h (step and chunk 0); the ring numbers its
+// steps and chunks in those fields, taking chunks larger than chunk_bytes where the layout
+// could not number them all.
 class RingAllreduce {
  public:
-  RingAllreduce(Transport& transport, CollectiveOptions options = {});
+  // `ops` (host memory and loops by default) holds the scratch and does the sums: the data
+  // must be memory of its kind. `ops` must outlive the ring.
+  RingAllreduce(Transport& transport, CollectiveOptions options = {},
+                FloatOps& ops = host_float_ops());
 
   // Replaces `data` (a float range inside `region`) on every rank by the sum (or mean) over
   // ranks; every rank ends with the bitwise same result. All ranks call it with the same size
@@ -50,9 +55,9 @@ class RingAllreduce {
  private:
   Transport& transport_;
   CollectiveOptions options_;
+  FloatOps& ops_;
   std::vector<int> ranks_;
-  std::vector<float> scratch_;  // two segments: double-buffers the reduce-scatter receives
-  std::unique_ptr<Region> scratch_region_;
+  FloatOps::Scratch scratch_;  // two segments: double-buffers the reduce-scatter receives
 };
 
 // One-shot form (registers a scratch region per call).

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include "core/error.h"
+#include "core/names.h"
 #include "transport/rendezvous.h"
 #include "transport/tcp/bootstrap.h"
 #include "transport/tcp/transport.h"
@@ -94,6 +95,24 @@ std::vector<std::string> process_backends() {
   out.push_back("ofi");
 #endif
   return out;
+}
+
+namespace {
+// What transport.backend takes (core/names.h): the process backends of this build, and inproc
+// (threads of one process: murmur-sim and tests).
+[[maybe_unused]] const bool kRegistered = [] {
+  const std::vector<std::string> backends = process_backends();
+  std::vector<std::string_view> names(backends.begin(), backends.end());
+  names.push_back("inproc");
+  return register_names("transport.backend", names);
+}();
+}  // namespace
+
+CollectiveOptions collective_options(const TransportConfig& config) {
+  CollectiveOptions o;
+  o.timeout = std::chrono::milliseconds(config.recv_timeout_ms);
+  o.chunk_bytes = static_cast<std::size_t>(config.chunk_bytes);
+  return o;
 }
 
 }  // namespace murmur::transport

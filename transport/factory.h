@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "core/config.h"
+#include "transport/collectives.h"
 #include "transport/transport.h"
 
 namespace murmur::transport {
@@ -21,5 +22,8 @@ std::unique_ptr<Transport> make_transport(const TransportConfig& config, int ran
 
 // The backends this build can make with make_transport: "tcp", then "ucx" and "ofi" if built.
 std::vector<std::string> process_backends();
+
+// transport.recv_timeout_ms and chunk_bytes as collective options.
+CollectiveOptions collective_options(const TransportConfig& config);
 
 }  // namespace murmur::transport

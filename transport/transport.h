@@ -80,6 +80,10 @@ class Transport {
   virtual int world_size() const = 0;
   // "tcp", "ucx", "ofi" or "inproc", for logs and benchmarks.
   virtual std::string name() const = 0;
+  // How many low bits of a Tag this backend carries (the rest must be 0): 64 where tags travel
+  // whole (tcp, inproc); fewer where the backend keeps the source rank in its own tag (ucx,
+  // ofi). transport/tag.h lays murmur's tags out within them.
+  virtual int tag_bits() const { return 64; }
 
   // Makes `bytes` reachable by peers; register the parameter arena once and reuse the Region.
   virtual std::unique_ptr<Region> register_region(std::span<std::byte> bytes) = 0;

@@ -6,11 +6,6 @@
 
 namespace murmur::nn::cuda {
 
-void throw_cuda(cudaError_t status, const char* expr, const char* file, int line) {
-  throw CudaError(fmt::format("{}:{}: {} failed: {} ({})", file, line, expr,
-                              cudaGetErrorString(status), cudaGetErrorName(status)));
-}
-
 const char* cublas_status_name(cublasStatus_t status) { return cublasGetStatusString(status); }
 
 void throw_cublas(cublasStatus_t status, const char* expr, const char* file, int line) {

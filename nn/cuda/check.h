@@ -1,15 +1,16 @@
-// Checked calls into the CUDA runtime, cuBLAS and cuDNN. Every call's status is tested; a
-// failure throws murmur::CudaError naming the expression, the library's status string and the
-// file:line of the call. Only nn/cuda and guarded hooks include this (the CPU build never does).
+// Checked calls into cuBLAS and cuDNN (the CUDA runtime's are device/cuda/check.h, included
+// here): every call's status is tested; a failure throws murmur::CudaError naming the
+// expression, the library's status string and the file:line of the call. Only nn/cuda and
+// guarded hooks include this (the CPU build never does).
 #pragma once
 
 #include <cublas_v2.h>
-#include <cuda_runtime_api.h>
 #include <cudnn.h>
+
+#include "device/cuda/check.h"
 
 namespace murmur::nn::cuda {
 
-[[noreturn]] void throw_cuda(cudaError_t status, const char* expr, const char* file, int line);
 [[noreturn]] void throw_cublas(cublasStatus_t status, const char* expr, const char* file,
                                int line);
 [[noreturn]] void throw_cudnn(cudnnStatus_t status, const char* expr, const char* file, int line);
@@ -18,13 +19,6 @@ namespace murmur::nn::cuda {
 const char* cublas_status_name(cublasStatus_t status);
 
 }  // namespace murmur::nn::cuda
-
-#define MURMUR_CUDA_CHECK(expr)                                                           \
-  do {                                                                                    \
-    const cudaError_t murmur_status_ = (expr);                                            \
-    if (murmur_status_ != cudaSuccess)                                                    \
-      ::murmur::nn::cuda::throw_cuda(murmur_status_, #expr, __FILE__, __LINE__);          \
-  } while (0)
 
 #define MURMUR_CUBLAS_CHECK(expr)                                                         \
   do {                                                                                    \
@@ -39,6 +33,3 @@ const char* cublas_status_name(cublasStatus_t status);
     if (murmur_status_ != CUDNN_STATUS_SUCCESS)                                           \
       ::murmur::nn::cuda::throw_cudnn(murmur_status_, #expr, __FILE__, __LINE__);         \
   } while (0)
-
-// After a kernel launch: a bad launch configuration shows up here, not at the next sync.
-#define MURMUR_CUDA_CHECK_LAUNCH() MURMUR_CUDA_CHECK(cudaGetLastError())

@@ -10,7 +10,7 @@
 #include <cublas_v2.h>
 #include <cudnn.h>
 
-#include "nn/cuda/device.h"
+#include "nn/cuda/memory.h"
 
 namespace murmur::nn::cuda {
 

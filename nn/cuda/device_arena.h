@@ -12,7 +12,7 @@
 #include <cuda_runtime_api.h>
 
 #include "core/arena.h"
-#include "nn/cuda/device.h"
+#include "nn/cuda/memory.h"
 
 namespace murmur::nn::cuda {
 

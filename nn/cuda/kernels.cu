@@ -4,9 +4,16 @@
 
 #include <cfloat>
 
-#include "nn/cuda/launch.h"
+#include "device/cuda/launch.h"
 
 namespace murmur::nn::cuda {
+
+using device::cuda::block_sum;
+using device::cuda::check_launch;
+using device::cuda::grid_for;
+using device::cuda::grid_index;
+using device::cuda::grid_stride;
+using device::cuda::kBlock;
 namespace {
 
 __global__ void relu_kernel(float* y, const float* x, std::int64_t n) {

@@ -74,3 +74,10 @@ write("idx", "images", b"\x01" + images)
 write("idx", "images_gz", b"\x01" + gzip.compress(images, mtime=0))
 write("idx", "labels", b"\x12" + labels)  # selector 0x12: labels with 10 classes
 write("idx", "labels_gz", b"\x12" + gzip.compress(labels, mtime=0))
+
+# membership: the first byte picks the message (0 request, 1 answer, 2 commit, 3 + 4 (n - 1):
+# an agreement of a world of n ranks).
+write("membership", "join_request", b"\x00" + struct.pack("<q", 705))
+write("membership", "join_answer", b"\x01" + struct.pack("<qqQQ", 700, 906, 3, 28125))
+write("membership", "join_commit", b"\x02" + struct.pack("<q", 906))
+write("membership", "agreement_4", bytes([3 + 4 * 3]) + struct.pack("<q", 17) + bytes([0, 1, 0, 0]))

@@ -15,7 +15,7 @@
 
 #include "core/rng.h"
 #include "nn/cuda/check.h"
-#include "nn/cuda/device.h"
+#include "nn/cuda/memory.h"
 #include "tests/skip.h"
 
 namespace murmur::nn::cuda::testing {

@@ -10,6 +10,7 @@
 #include <catch2/catch.hpp>
 
 #include "core/error.h"
+#include "device/device.h"
 
 using murmur::OptimizerConfig;
 using murmur::optimizers::AdamW;
@@ -42,7 +43,7 @@ OptimizerConfig adamw_config(double beta1, double beta2, double eps, double wd) 
 }  // namespace
 
 TEST_CASE("AdamW matches torch.optim.AdamW", "[optimizers][adamw]") {
-  auto opt = make_local_optimizer(adamw_config(0.9, 0.999, 1e-8, 0.01), 5);
+  auto opt = make_local_optimizer(adamw_config(0.9, 0.999, 1e-8, 0.01), murmur::device::cpu(), 5);
   const auto p = run_quadratic_adamw(*opt, 0.1f);
   const std::array<float, 5> want = {0.0180197135f, -0.74863857f, 1.49377429f, -0.261357903f,
                                      0.0765283257f};
@@ -51,7 +52,7 @@ TEST_CASE("AdamW matches torch.optim.AdamW", "[optimizers][adamw]") {
 }
 
 TEST_CASE("AdamW with other betas, eps and decay matches torch", "[optimizers][adamw]") {
-  AdamW opt(adamw_config(0.8, 0.99, 1e-6, 0.1), 5);
+  AdamW opt(adamw_config(0.8, 0.99, 1e-6, 0.1), murmur::device::cpu(), 5);
   const auto p = run_quadratic_adamw(opt, 0.05f);
   const std::array<float, 5> want = {0.24548161f, -0.97323513f, 1.70433235f, -0.488299012f,
                                      0.119047254f};
@@ -61,12 +62,12 @@ TEST_CASE("AdamW with other betas, eps and decay matches torch", "[optimizers][a
 TEST_CASE("AdamW names its state as torch's state_dict and resumes exactly",
           "[optimizers][adamw]") {
   const auto config = adamw_config(0.9, 0.999, 1e-8, 0.01);
-  AdamW whole(config, 5);
+  AdamW whole(config, murmur::device::cpu(), 5);
   const auto straight = run_quadratic_adamw(whole, 0.1f, 5);
 
-  AdamW first(config, 5);
+  AdamW first(config, murmur::device::cpu(), 5);
   auto p = run_quadratic_adamw(first, 0.1f, 2);
-  AdamW second(config, 5);
+  AdamW second(config, murmur::device::cpu(), 5);
   auto from = first.state();
   auto to = second.state();
   REQUIRE(from.size() == 2);
@@ -81,7 +82,7 @@ TEST_CASE("AdamW names its state as torch's state_dict and resumes exactly",
 
 TEST_CASE("AdamW first step moves each coordinate by about lr", "[optimizers][adamw]") {
   // With no decay, m_hat / sqrt(v_hat) = sign(g) on step 1: a property, independent of torch.
-  AdamW opt(adamw_config(0.9, 0.999, 1e-12, 0.0), 1029);
+  AdamW opt(adamw_config(0.9, 0.999, 1e-12, 0.0), murmur::device::cpu(), 1029);
   std::vector<float> p(1029, 0.0f), g(1029);
   for (std::size_t i = 0; i < g.size(); ++i) g[i] = (i % 2 ? 1.0f : -1.0f) * (0.001f + i);
   opt.step(p, g, 0.01f);
@@ -89,7 +90,7 @@ TEST_CASE("AdamW first step moves each coordinate by about lr", "[optimizers][ad
 }
 
 TEST_CASE("AdamW rejects mismatched spans", "[optimizers][adamw]") {
-  AdamW opt(adamw_config(0.9, 0.999, 1e-8, 0.0), 4);
+  AdamW opt(adamw_config(0.9, 0.999, 1e-8, 0.0), murmur::device::cpu(), 4);
   std::vector<float> p(5), g(4);
   CHECK_THROWS_AS(opt.step(p, g, 0.1f), murmur::Error);
 }

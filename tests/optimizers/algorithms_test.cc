@@ -8,7 +8,7 @@
 #include <mutex>
 
 #include "core/error.h"
-#include "optimizers/averaging.h"
+#include "optimizers/algorithm.h"
 #include "optimizers/sgp.h"
 #include "tests/optimizers/consensus_util.h"
 #include "tests/transport/backends.h"
@@ -26,12 +26,10 @@ std::string on_ranks(int n, const AlgorithmConfig& alg, const TopologyConfig& to
   auto results = tt::run_ranks("inproc", n, [&](tt::RankContext& ctx) {
     std::vector<float> params = initial_vector(7, ctx.rank(), dim);
     if (!std::isnan(same_start)) std::fill(params.begin(), params.end(), same_start);
-    auto region = ctx.transport().register_region(std::as_writable_bytes(std::span(params)));
     TransportConfig tc;
     tc.recv_timeout_ms = 20000;
-    AveragingContext actx{alg, topo, tc, ctx.transport(), *region, params, 7};
-    auto averaging = make_averaging(actx);
-    body(ctx.rank(), *averaging, params);
+    auto built = build_averaging(ctx.transport(), device::cpu(), alg, topo, tc, params, 7);
+    body(ctx.rank(), *built.averaging, params);
   });
   return tt::failures(results);
 }
@@ -53,7 +51,7 @@ TEST_CASE("gossip keeps the sum of local updates", "[algorithms]") {
   AlgorithmConfig alg = algorithm(c.name);
   alg.overlap = c.overlap;
   alg.tau = c.tau;
-  alg.compressor.name = "fp16";
+  if (find_algorithm(c.name).compresses) alg.compressor.name = "fp16";
   alg.consensus_lr = 0.5;
   // Rank r adds u_r(i) = (r + 1) * 0.01 * (i % 3) in each of the first `steps` steps.
   std::vector<double> expect(dim, 0.0);
@@ -137,7 +135,7 @@ TEST_CASE("stats split communication and waiting", "[algorithms]") {
   const std::string name = GENERATE("allreduce", "dpsgd", "sgp", "adpsgd", "choco");
   CAPTURE(name);
   AlgorithmConfig alg = algorithm(name);
-  alg.overlap = true;
+  alg.overlap = find_algorithm(name).overlaps;
   auto failures = on_ranks(4, alg, graph("ring"), 256, [&](int, Averaging& a, auto&) {
     for (int t = 1; t <= 5; ++t) a.after_step(t);
     a.flush();
@@ -157,7 +155,8 @@ TEST_CASE("sgp saves x and w and resumes from them", "[algorithms]") {
   TransportConfig tc;
   AlgorithmConfig alg = algorithm("sgp");
   TopologyConfig topo = graph("ring");
-  AveragingContext ctx{alg, topo, tc, *transports[0], *region, params, 1};
+  auto hood = membership::strict_neighborhood(*transports[0], {}, transport::host_float_ops());
+  AveragingContext ctx{alg, topo, tc, *hood, device::cpu(), params, *region, 1};
   Sgp sgp(ctx);
   auto state = sgp.state();
   REQUIRE(state.size() == 1);
@@ -178,10 +177,11 @@ TEST_CASE("make_averaging refuses what an algorithm cannot run", "[algorithms]")
   auto region = transports[0]->register_region(std::as_writable_bytes(std::span(params)));
   auto wrong = transports[0]->register_region(std::as_writable_bytes(std::span(other)));
   TransportConfig tc;
+  auto hood = membership::strict_neighborhood(*transports[0], {}, transport::host_float_ops());
   auto build = [&](const std::string& name, const std::string& g, transport::Region& reg) {
     AlgorithmConfig alg = algorithm(name);
     TopologyConfig topo = graph(g, "uniform", 2);
-    return make_averaging({alg, topo, tc, *transports[0], reg, params, 1});
+    return make_averaging({alg, topo, tc, *hood, device::cpu(), params, reg, 1});
   };
   CHECK_THROWS_AS(build("gossip", "ring", *region), ConfigError);
   CHECK_THROWS_AS(build("dpsgd", "random_kout", *region), ConfigError);

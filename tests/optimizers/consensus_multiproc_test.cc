@@ -106,3 +106,34 @@ TEST_CASE("adpsgd and top-k choco converge across processes", "[consensus][multi
 
 }  // namespace
 }  // namespace murmur::optimizers::testing
+
+namespace murmur::optimizers::testing {
+namespace {
+
+// What a GPU peer does without a GPU: the parameters on an off-host device, so that every
+// exchange is staged through the device's staging buffers in pieces of transport.chunk_bytes
+// (optimizers/staging_transport.h) and the arithmetic runs through the op table. The same
+// algorithm code must give bitwise the host run's figures, over every process backend. (Not
+// CHOCO: off the host it sums the decoded messages on the host before one upload, which rounds
+// differently; tests/optimizers/registry_test.cc checks that it converges there.)
+TEST_CASE("algorithms on an off-host device are bitwise their host runs",
+          "[consensus][multiproc][device]") {
+  const auto backend = GENERATE(from_range(process_backends_for_tests()));
+  for (const std::string alg : {"dpsgd", "sgp", "allreduce", "adpsgd"}) {
+    CAPTURE(backend, alg);
+    auto run = make_run(backend, 4, alg, alg == "sgp" ? "exponential" : "ring");
+    run.rounds = 6;
+    run.dim = 5000;  // 20000 bytes: 5 staged pieces of 4096
+    const ConsensusResult host = run_consensus(run);
+    run.offhost = true;
+    const ConsensusResult staged = run_consensus(run);
+    INFO(host.failures << staged.failures);
+    REQUIRE(host.failures.empty());
+    REQUIRE(staged.failures.empty());
+    CHECK(staged.error == host.error);
+    CHECK(staged.flushed == host.flushed);
+  }
+}
+
+}  // namespace
+}  // namespace murmur::optimizers::testing

@@ -9,7 +9,9 @@
 
 #include "core/rng.h"
 #include "optimizers/averaging.h"
+#include "optimizers/device_arrays.h"
 #include "tests/time_scale.h"
+#include "transport/factory.h"
 #include "tests/transport/backends.h"
 #include "topology/spectral.h"
 #include "transport/factory.h"
@@ -63,12 +65,14 @@ ConsensusResult run_consensus(const ConsensusRun& run) {
       for (std::size_t i = 0; i < d; ++i) mean[i] += x[i] / n;
     }
     std::vector<float> params = initial_vector(run.seed, r, d), model(d);
-    auto region = ctx.transport().register_region(std::as_writable_bytes(std::span(params)));
     TransportConfig tc;
     tc.recv_timeout_ms = murmur::testing::scaled_ms(30000);
-    AveragingContext actx{run.algorithm, run.topology, tc,      ctx.transport(),
-                          *region,       params,       run.seed};
-    auto averaging = make_averaging(actx);
+    tc.chunk_bytes = 4096;  // several pieces per staged message
+    auto offhost = device::make_offhost_cpu();
+    device::Device& dev = run.offhost ? *offhost : device::cpu();
+    auto built = build_averaging(ctx.transport(), dev, run.algorithm, run.topology, tc, params,
+                                 run.seed);
+    Averaging* averaging = built.averaging.get();
     auto distance = [&] {
       std::span<const float> z = averaging->debiased(model) ? std::span<const float>(model)
                                                             : std::span<const float>(params);
@@ -117,6 +121,27 @@ ConsensusResult run_consensus(const ConsensusRun& run) {
   std::error_code ec;
   std::filesystem::remove_all(dir, ec);
   return result;
+}
+
+BuiltAveraging build_averaging(transport::Transport& transport, device::Device& device,
+                               const AlgorithmConfig& algorithm, const TopologyConfig& topology,
+                               const TransportConfig& transport_config, std::span<float> params,
+                               std::uint64_t seed, membership::LiveSet* live) {
+  BuiltAveraging b;
+  transport::Transport* t = &transport;
+  if (!device.host_memory()) {
+    b.staging = std::make_unique<StagingTransport>(
+        transport, device, static_cast<std::size_t>(transport_config.chunk_bytes));
+    t = b.staging.get();
+  }
+  b.ops = std::make_unique<DeviceFloatOps>(device);
+  const auto options = transport::collective_options(transport_config);
+  b.hood = live ? membership::live_neighborhood(*t, *live, options, *b.ops)
+                : membership::strict_neighborhood(*t, options, *b.ops);
+  b.region = register_array(*t, device, params);
+  AveragingContext ctx{algorithm, topology, transport_config, *b.hood, device, params, *b.region, seed};
+  b.averaging = make_averaging(ctx);
+  return b;
 }
 
 }  // namespace murmur::optimizers::testing

@@ -6,15 +6,39 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
 #include "core/config.h"
+#include "device/device.h"
+#include "membership/neighborhood.h"
+#include "optimizers/algorithm.h"
+#include "optimizers/staging_transport.h"
+#include "transport/float_ops.h"
+#include "transport/transport.h"
 
 namespace murmur::optimizers::testing {
 
+// An algorithm built as the runtime builds it (runtime/distributed.cc): over a StagingTransport
+// when `device` is off the host, with a strict Neighborhood (or a live one over `live`), the
+// parameters registered. Members in creation order, destroyed in reverse.
+struct BuiltAveraging {
+  std::unique_ptr<StagingTransport> staging;
+  std::unique_ptr<transport::FloatOps> ops;
+  std::unique_ptr<membership::Neighborhood> hood;
+  std::unique_ptr<transport::Region> region;
+  std::unique_ptr<Averaging> averaging;
+};
+BuiltAveraging build_averaging(transport::Transport& transport, device::Device& device,
+                               const AlgorithmConfig& algorithm, const TopologyConfig& topology,
+                               const TransportConfig& transport_config, std::span<float> params,
+                               std::uint64_t seed, membership::LiveSet* live = nullptr);
+
 struct ConsensusRun {
   std::string backend = "inproc";
+  bool offhost = false;  // the parameters on an off-host device (staged transfers)
   int ranks = 8;
   TopologyConfig topology;
   AlgorithmConfig algorithm;

@@ -30,6 +30,7 @@
 #include <catch2/catch.hpp>
 
 #include "core/error.h"
+#include "device/device.h"
 
 using murmur::OptimizerConfig;
 using murmur::optimizers::make_local_optimizer;
@@ -54,7 +55,7 @@ std::vector<float> run_quadratic(murmur::optimizers::LocalOptimizer& opt, float 
 TEST_CASE("plain SGD matches torch.optim.SGD", "[optimizers][sgd]") {
   OptimizerConfig c;
   c.momentum = 0.0;
-  const auto p = run_quadratic(*make_local_optimizer(c, 5), 0.1f);
+  const auto p = run_quadratic(*make_local_optimizer(c, murmur::device::cpu(), 5), 0.1f);
   const std::array<float, 5> want = {0.254294008f, -0.876738608f, 0.554511964f, -0.351322144f,
                                      0.13193275f};
   for (int i = 0; i < 5; ++i) CHECK(p[i] == Approx(want[i]).margin(1e-6));
@@ -64,7 +65,7 @@ TEST_CASE("SGD with weight decay matches torch", "[optimizers][sgd]") {
   OptimizerConfig c;
   c.momentum = 0.0;
   c.weight_decay = 0.01;
-  Sgd sgd(c, 5);
+  Sgd sgd(c, murmur::device::cpu(), 5);
   CHECK(sgd.state().empty());  // no momentum, no buffer
   const auto p = run_quadratic(sgd, 0.1f);
   const std::array<float, 5> want = {0.252738744f, -0.871839106f, 0.550623f, -0.34933266f,
@@ -76,7 +77,7 @@ TEST_CASE("SGD with momentum matches torch", "[optimizers][sgd]") {
   OptimizerConfig c;
   c.momentum = 0.9;
   c.weight_decay = 0.01;
-  Sgd sgd(c, 5);
+  Sgd sgd(c, murmur::device::cpu(), 5);
   const auto p = run_quadratic(sgd, 0.1f);
   const std::array<float, 5> want = {-0.121062465f, -0.276121438f, -1.40432346f, 0.226217806f,
                                      0.139035761f};
@@ -91,7 +92,7 @@ TEST_CASE("SGD with Nesterov momentum matches torch", "[optimizers][sgd]") {
   c.momentum = 0.9;
   c.nesterov = true;
   c.weight_decay = 0.01;
-  const auto p = run_quadratic(*make_local_optimizer(c, 5), 0.1f);
+  const auto p = run_quadratic(*make_local_optimizer(c, murmur::device::cpu(), 5), 0.1f);
   const std::array<float, 5> want = {-0.165374547f, -0.109021589f, -1.04411709f, 0.205230534f,
                                      0.135622531f};
   for (int i = 0; i < 5; ++i) CHECK(p[i] == Approx(want[i]).margin(1e-5));
@@ -101,12 +102,12 @@ TEST_CASE("SGD resumes exactly from its state and step count", "[optimizers][sgd
   OptimizerConfig c;
   c.momentum = 0.9;
   c.weight_decay = 0.01;
-  Sgd whole(c, 5);
+  Sgd whole(c, murmur::device::cpu(), 5);
   const auto straight = run_quadratic(whole, 0.1f, 5);
 
-  Sgd first(c, 5);
+  Sgd first(c, murmur::device::cpu(), 5);
   auto p = run_quadratic(first, 0.1f, 2);
-  Sgd second(c, 5);
+  Sgd second(c, murmur::device::cpu(), 5);
   auto src = first.state()[0].second;
   auto dst = second.state()[0].second;
   std::copy(src.begin(), src.end(), dst.begin());
@@ -124,13 +125,13 @@ TEST_CASE("SGD rejects bad inputs", "[optimizers][sgd]") {
   OptimizerConfig c;
   c.momentum = 0.0;
   c.nesterov = true;
-  CHECK_THROWS_AS(Sgd(c, 4), murmur::ConfigError);
+  CHECK_THROWS_AS(Sgd(c, murmur::device::cpu(), 4), murmur::ConfigError);
   c.nesterov = false;
-  Sgd sgd(c, 4);
+  Sgd sgd(c, murmur::device::cpu(), 4);
   std::vector<float> p(4), g(3);
   CHECK_THROWS_AS(sgd.step(p, g, 0.1f), murmur::Error);
   c.name = "lion";
-  CHECK_THROWS_AS(make_local_optimizer(c, 4), murmur::ConfigError);
+  CHECK_THROWS_AS(make_local_optimizer(c, murmur::device::cpu(), 4), murmur::ConfigError);
 }
 
 TEST_CASE("SGD on a long arena updates every element", "[optimizers][sgd]") {
@@ -139,7 +140,7 @@ TEST_CASE("SGD on a long arena updates every element", "[optimizers][sgd]") {
   c.momentum = 0.9;
   c.nesterov = true;
   for (std::size_t n : {1u, 7u, 33u, 1027u}) {
-    Sgd sgd(c, n);
+    Sgd sgd(c, murmur::device::cpu(), n);
     std::vector<float> p(n, 1.0f), g(n, 2.0f);
     sgd.step(p, g, 0.5f);
     // Nesterov, first step: b = g; p -= lr * (g + mu * b) = 1 - 0.5 * 3.8

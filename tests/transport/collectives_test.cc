@@ -10,6 +10,7 @@
 #include "tests/time_scale.h"
 #include "tests/transport/backends.h"
 #include "transport/collectives.h"
+#include "transport/tag.h"
 
 namespace murmur::transport::testing {
 namespace {
@@ -38,7 +39,7 @@ TEST_CASE("ring allreduce equals the exact sum within float rounding", "[transpo
         std::vector<float> x(n);
         for (std::size_t i = 0; i < n; ++i) x[i] = input(ctx.rank(), i);
         auto region = t.register_region(std::as_writable_bytes(std::span(x)));
-        allreduce.run(*region, x, op, 7);
+        allreduce.run(*region, x, op, TagLayout(t).make(purpose::kBenchmark, 7));
         // Every element of the small cases; a sample of the 16 MiB one (8 ranks on 2 cores).
         const std::size_t stride = n > (1u << 20) ? 61 : 1;
         for (std::size_t i = 0; i < n; i += stride) {

@@ -9,7 +9,6 @@ import os
 import shutil
 import subprocess
 
-GOSSIP = {"dpsgd", "sgp", "adpsgd", "choco"}
 SHORT = {"world.size": "n", "data.dirichlet_alpha": "alpha", "algorithm.local_steps": "H"}
 
 
@@ -19,6 +18,18 @@ class Topo:
     def __init__(self, binary):
         self.binary = binary if binary and os.path.exists(binary) else None
         self.cache = {}
+        self.registry = None
+
+    def uses_graph(self, algorithm):
+        """True iff `algorithm` averages over the topology's graph (murmur-topo --list: the
+        registry of optimizers/algorithm.h, not a list kept here)."""
+        if self.registry is None:
+            self.registry = {}
+            if self.binary:
+                r = subprocess.run([self.binary, "--list", "--json"], capture_output=True, text=True)
+                if r.returncode == 0:
+                    self.registry = {a["name"]: a for a in json.loads(r.stdout)["algorithms"]}
+        return self.registry.get(algorithm, {}).get("uses_graph", False)
 
     def spectral_gap(self, graph, n, weights):
         key = (graph, n, weights)
@@ -184,7 +195,7 @@ def draw_all(out, sweep, data, topo):
     drawn = set()
     for point, row, cv, cons in data.values():
         cfg = json.load(open(os.path.join(out, point.id, "summary.json"))).get("config", {})
-        if topo is None or cfg.get("algorithm", {}).get("name") not in GOSSIP:
+        if topo is None or not topo.uses_graph(cfg.get("algorithm", {}).get("name")):
             continue
         graph, weights, n = cfg["topology"]["graph"], cfg["topology"].get("weights", "uniform"), row["peers"]
         if (graph, n) in drawn or n > 32:  # a drawing of 64+ nodes says nothing

@@ -130,7 +130,7 @@ def point_row(sweep, point, run_dir, topo, peer=None):
     if t.get("time_s") is not None:
         row.update(slowest_to_target_s=t["time_s"], bytes_total_to_target=t["bytes_sent"])
     cfg = s.get("config", {})
-    if topo and cfg.get("algorithm", {}).get("name") in plots.GOSSIP:
+    if topo and topo.uses_graph(cfg.get("algorithm", {}).get("name")):
         gap = topo.spectral_gap(cfg["topology"]["graph"], n, cfg["topology"].get("weights", "uniform"))
         if gap is not None:
             row["spectral_gap"] = gap

@@ -64,6 +64,7 @@ class Transport final : public transport::Transport {
   std::uint64_t bytes_received() const override { return bytes_received_; }
 
   Tag max_tag() const { return max_tag_; }
+  int tag_bits() const override { return kind_shift_; }
 
  private:
   enum class Kind { kSend, kRecv, kPut };

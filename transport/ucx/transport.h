@@ -63,6 +63,7 @@ class Transport final : public transport::Transport {
 
   // The largest user Tag this world can carry (the rest of the 64 bits name the source rank).
   Tag max_tag() const { return max_tag_; }
+  int tag_bits() const override { return rank_shift_; }
 
  private:
   enum class Kind { kSend, kRecv, kPut };

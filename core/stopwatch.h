@@ -1,0 +1,20 @@
+// Stopwatch: seconds of wall time (steady clock) since construction or the last restart(), for
+// the split of a step into compute, communication and waiting. A value; not thread-safe.
+#pragma once
+
+#include <chrono>
+
+namespace murmur {
+
+class Stopwatch {
+ public:
+  double seconds() const {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+  }
+  void restart() { start_ = std::chrono::steady_clock::now(); }
+
+ private:
+  std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now();
+};
+
+}  // namespace murmur

@@ -1,0 +1,108 @@
+#include "membership/agreement.h"
+
+#include <algorithm>
+#include <thread>
+
+#include <fmt/format.h>
+
+#include "core/error.h"
+#include "core/logging.h"
+#include "transport/collectives.h"
+#include "transport/frame.h"
+#include "transport/tag.h"
+
+namespace murmur::membership {
+
+std::int64_t agree(transport::Transport& transport, LiveSet& live, std::int64_t round) {
+  const int n = live.world_size(), self = transport.rank();
+  const std::uint64_t number = live.next_agreement();
+  const transport::Tag tag = transport::TagLayout(transport).make(
+      transport::purpose::kAgreement, static_cast<std::int64_t>(number));
+  const std::size_t bytes = AgreementMessage::size(n);
+  std::vector<int> peers;
+  for (int r : live.live_ranks(round)) {
+    if (r != self) peers.push_back(r);
+  }
+  AgreementMessage mine{round, std::vector<bool>(static_cast<std::size_t>(n), false)};
+  for (int r : live.dead_ranks()) mine.dead[r] = true;
+  std::vector<std::byte> out(bytes), in(bytes * std::max<std::size_t>(1, peers.size()));
+  mine.encode(out);
+  auto out_region = transport.register_region(out);
+  auto in_region = transport.register_region(in);
+  std::vector<transport::Request> recvs, sends;
+  transport::CancelOnUnwind guard(transport);
+  guard.watch(recvs);
+  guard.watch(sends);
+  for (std::size_t k = 0; k < peers.size(); ++k) {
+    recvs.push_back(transport.recv(peers[k], tag, *in_region, {k * bytes, bytes}));
+  }
+  for (int r : peers) sends.push_back(transport.send(r, tag, *out_region, {0, bytes}));
+  // The others enter this agreement when their own ring fails, which may take them up to a
+  // peer timeout for the ring they were in plus one for the next: wait for that and more.
+  const auto deadline = transport::deadline_after(4 * live.peer_timeout());
+  std::int64_t highest = round;
+  std::vector<bool> reported_dead(static_cast<std::size_t>(n), false);  // by an answer already in
+  std::vector<bool> answered(peers.size(), false), given_up(peers.size(), false);
+  auto take = [&](std::size_t k) {
+    AgreementMessage theirs;
+    try {
+      theirs = AgreementMessage::decode(std::span(in).subspan(k * bytes, bytes), n);
+    } catch (const ProtocolError& e) {
+      live.mark_dead(peers[k], fmt::format("sent a malformed agreement: {}", e.what()));
+      return;
+    }
+    highest = std::max(highest, theirs.round);
+    if (theirs.dead[self]) live.mark_dead(peers[k], "it counts this rank as dead");
+    for (int r = 0; r < n; ++r) {
+      if (theirs.dead[r] && r != self) reported_dead[r] = true;
+    }
+  };
+  // Poll every answer at once: a silent rank that an answer already reports dead is not
+  // waited for any longer.
+  for (;;) {
+    bool pending = false;
+    for (std::size_t k = 0; k < peers.size(); ++k) {
+      if (answered[k] || given_up[k]) continue;
+      bool done = false;
+      std::string failure;
+      try {
+        done = transport.test(recvs[k]);
+        if (done && recvs[k].state()->bytes != bytes) {
+          failure = fmt::format("an agreement message of {} bytes, expected {}",
+                                recvs[k].state()->bytes, bytes);
+        }
+      } catch (const TransportError& e) {
+        failure = e.what();
+      }
+      const bool late = transport::Clock::now() >= deadline || reported_dead[peers[k]];
+      if (done && failure.empty()) {
+        answered[k] = true;
+        take(k);
+      } else if (!failure.empty() || late) {
+        given_up[k] = true;
+        if (!recvs[k].state()->done) transport.cancel(recvs[k]);
+        live.mark_dead(peers[k], failure.empty()
+                                     ? std::string("did not answer the agreement after a failed allreduce")
+                                     : fmt::format("its answer to the agreement failed: {}", failure));
+      } else {
+        pending = true;
+      }
+    }
+    if (!pending) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  for (int r = 0; r < n; ++r) {
+    if (reported_dead[r]) live.mark_dead(r, "a survivor lost it");
+  }
+  for (auto& s : sends) {
+    try {
+      if (!transport.wait(s, transport::deadline_after(live.peer_timeout()))) transport.cancel(s);
+    } catch (const TransportError&) {
+    }
+  }
+  log().info("rank {}: agreement {}: live ranks {}", self, number,
+             fmt::join(live.live_ranks(round), ","));
+  return highest;
+}
+
+}  // namespace murmur::membership

@@ -1,0 +1,280 @@
+#include "membership/rejoin.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+
+#include <fmt/format.h>
+
+#include "core/error.h"
+#include "core/logging.h"
+#include "membership/neighborhood.h"
+#include "transport/collectives.h"
+#include "transport/tag.h"
+
+namespace murmur::membership {
+
+namespace {
+// The messages of a rejoin, all under purpose kJoin, told apart by the round field: the request,
+// the answer, the answer's parameters, and (kAgreed) the commit.
+enum JoinRound : std::int64_t { kRequest = 0, kAnswer = 1, kParams = 2, kCommit = 3 };
+
+transport::Tag join_tag(const transport::Transport& t, JoinRound what) {
+  return transport::TagLayout(t).make(transport::purpose::kJoin, what);
+}
+
+double seconds(std::chrono::milliseconds ms) { return std::chrono::duration<double>(ms).count(); }
+}  // namespace
+
+JoinResponder::JoinResponder(transport::Transport& transport, LiveSet& live, std::size_t floats,
+                             std::function<void(std::span<float>)> snapshot, std::int64_t drift,
+                             JoinStep how)
+    : transport_(transport),
+      live_(live),
+      snapshot_(std::move(snapshot)),
+      drift_(drift),
+      how_(how),
+      copy_(floats, 0.0f) {
+  answer_region_ = transport_.register_region(answer_);
+  copy_region_ = transport_.register_region(std::as_writable_bytes(std::span(copy_)));
+}
+
+JoinResponder::~JoinResponder() {
+  // Posted receives and sends point into our buffers: give them up before the memory goes.
+  for (auto* waiting : {&askers_, &committing_}) {
+    for (auto& [rank, a] : *waiting) {
+      if (a.pending.valid() && !a.pending.state()->done) transport_.cancel(a.pending);
+    }
+  }
+  for (auto& q : sending_) {
+    if (q.valid() && !q.state()->done) transport_.cancel(q);
+  }
+}
+
+std::int64_t JoinResponder::margin() const {
+  return drift_ + static_cast<std::int64_t>(std::ceil(fastest_pace_ * seconds(live_.peer_timeout())));
+}
+
+void JoinResponder::take_committed(std::int64_t clock) {
+  for (auto it = committing_.begin(); it != committing_.end();) {
+    const int r = it->first;
+    Asker& c = it->second;
+    bool done = false;
+    try {
+      done = transport_.test(c.pending);
+    } catch (const TransportError&) {
+      it = committing_.erase(it);  // gone again before it committed: it stays dead
+      continue;
+    }
+    if (!done) {
+      ++it;
+      continue;
+    }
+    try {
+      const JoinCommit commit =
+          JoinCommit::decode(std::span(c.message).first(c.pending.state()->bytes));
+      if (commit.join_step > clock) {
+        live_.revive(r, commit.join_step);
+      } else {
+        log().warn("rank {}: rank {} committed to rejoin at {}, which this rank has passed ({}); "
+                   "it stays out", transport_.rank(), r, commit.join_step, clock);
+      }
+    } catch (const ProtocolError& e) {
+      log().warn("rank {}: rank {} sent a bad commit to rejoin ({}); it stays out",
+                 transport_.rank(), r, e.what());
+    }
+    it = committing_.erase(it);
+  }
+}
+
+void JoinResponder::track_pace(std::int64_t clock) {
+  const auto now = std::chrono::steady_clock::now();
+  if (window_clock_ < 0) {
+    window_clock_ = clock;
+    window_start_ = now;
+    return;
+  }
+  const double s = std::chrono::duration<double>(now - window_start_).count();
+  if (s < 0.5) return;
+  fastest_pace_ = std::max(fastest_pace_, static_cast<double>(clock - window_clock_) / s);
+  window_clock_ = clock;
+  window_start_ = now;
+}
+
+void JoinResponder::poll(std::int64_t step, std::int64_t clock) {
+  track_pace(clock);
+  if (!committing_.empty()) take_committed(clock);
+  std::vector<int> joining;
+  for (int r : live_.dead_ranks()) {
+    if (committing_.count(r) != 0) continue;  // answered; its commit is on the way
+    Asker& a = askers_[r];
+    if (!a.region) a.region = transport_.register_region(a.message);
+    bool done = false;
+    try {
+      // Posting may fail at once too (ucx refuses a receive from a rank it has lost).
+      if (!a.pending.valid()) {
+        a.pending = transport_.recv(r, join_tag(transport_, kRequest), *a.region, {0, a.message.size()});
+      }
+      done = transport_.test(a.pending);
+    } catch (const TransportError&) {
+      a.pending = {};  // still gone: ask again after the next step
+      continue;
+    }
+    if (!done) continue;
+    const std::size_t bytes = a.pending.state()->bytes;
+    a.pending = {};
+    try {
+      JoinRequest::decode(std::span(a.message).first(bytes));
+    } catch (const ProtocolError& e) {
+      log().warn("rank {}: rank {} sent a bad request to rejoin ({}); ignored", transport_.rank(),
+                 r, e.what());
+      continue;
+    }
+    joining.push_back(r);
+  }
+  if (joining.empty()) return;
+  // The buffers of the last answer must have left before they are overwritten.
+  for (auto& q : sending_) wait_live(transport_, q, live_, "a rejoin answer");
+  sending_.clear();
+  const JoinAnswer answer{step, clock + margin(), live_.agreements(), fastest_pace_};
+  answer_ = answer.encode();
+  snapshot_(copy_);
+  for (int r : joining) {
+    sending_.push_back(transport_.send(r, join_tag(transport_, kAnswer), *answer_region_,
+                                       {0, answer_.size()}));
+    sending_.push_back(transport_.send(r, join_tag(transport_, kParams), *copy_region_,
+                                       {0, copy_.size() * sizeof(float)}));
+    if (how_ == JoinStep::kPerPair) {
+      live_.revive(r, answer.join_step);
+      continue;
+    }
+    Asker& c = committing_[r];
+    c.region = transport_.register_region(c.message);
+    c.pending = transport_.recv(r, join_tag(transport_, kCommit), *c.region, {0, c.message.size()});
+  }
+}
+
+RejoinResult rejoin(transport::Transport& transport, LiveSet& live, std::span<const int> ranks,
+                    std::span<float> params, std::int64_t step, JoinStep how) {
+  const std::size_t n = params.size(), m = ranks.size();
+  auto request = JoinRequest{step}.encode();
+  std::vector<std::byte> answers(JoinAnswer::kBytes * std::max<std::size_t>(1, m));
+  std::vector<float> theirs(n * std::max<std::size_t>(1, m));
+  auto request_region = transport.register_region(request);
+  auto answer_region = transport.register_region(answers);
+  auto params_region = transport.register_region(std::as_writable_bytes(std::span(theirs)));
+  std::array<std::byte, JoinCommit::kBytes> commit{};
+  auto commit_region = transport.register_region(commit);
+  std::vector<transport::Request> heads, bodies, sends, commits;
+  transport::CancelOnUnwind guard(transport);
+  guard.watch(heads);
+  guard.watch(bodies);
+  guard.watch(sends);
+  guard.watch(commits);
+  for (std::size_t k = 0; k < m; ++k) {
+    heads.push_back(transport.recv(ranks[k], join_tag(transport, kAnswer), *answer_region,
+                                   {JoinAnswer::kBytes * k, JoinAnswer::kBytes}));
+    bodies.push_back(transport.recv(ranks[k], join_tag(transport, kParams), *params_region,
+                                    {k * n * sizeof(float), n * sizeof(float)}));
+    sends.push_back(transport.send(ranks[k], join_tag(transport, kRequest), *request_region,
+                                   {0, request.size()}));
+  }
+  const auto asked = std::chrono::steady_clock::now();
+  // One deadline for every answer. A live neighbor notices the request at its next step, but that
+  // step may be held up by a chain of waits: a neighbor that has already taken us back waits for
+  // our first exchange at its join step, its other neighbors wait for it, and so on around the
+  // graph, each wait bounded by the peer timeout. kAgreed: the survivors of the death that
+  // restarted us may still be agreeing on their ring (each agreement bounded by the peer timeout,
+  // a few in a row): three times as long.
+  const auto patience = live.peer_timeout() * std::max(2, transport.world_size()) *
+                        (how == JoinStep::kAgreed ? 3 : 1);
+  const auto deadline = transport::deadline_after(patience);
+  auto arrived = [&](transport::Request& q, std::size_t bytes, transport::Deadline until) {
+    try {
+      if (transport.wait(q, until) && q.state()->bytes == bytes) return true;
+    } catch (const TransportError&) {
+    }
+    if (!q.state()->done) transport.cancel(q);
+    return false;
+  };
+  RejoinResult result;
+  std::vector<const float*> inputs;
+  std::vector<std::pair<int, std::int64_t>> revive;
+  std::vector<double> paces;  // kAgreed: each answerer's fastest rounds per second
+  for (std::size_t k = 0; k < m; ++k) {
+    if (!arrived(heads[k], JoinAnswer::kBytes, deadline) ||
+        !arrived(bodies[k], n * sizeof(float),
+                 std::max(deadline, transport::deadline_after(live.peer_timeout())))) {
+      live.mark_dead(ranks[k], "did not answer this peer's request to rejoin");
+      continue;
+    }
+    JoinAnswer answer;
+    try {
+      answer = JoinAnswer::decode(std::span(answers).subspan(JoinAnswer::kBytes * k, JoinAnswer::kBytes));
+    } catch (const ProtocolError& e) {
+      live.mark_dead(ranks[k], fmt::format("answered this peer's request to rejoin badly: {}", e.what()));
+      continue;
+    }
+    result.step = std::max(result.step, answer.step);
+    live.adopt_agreements(answer.agreements);
+    paces.push_back(answer.pace);
+    inputs.push_back(theirs.data() + k * n);
+    revive.emplace_back(ranks[k], answer.join_step);
+  }
+  for (auto& s : sends) {
+    if (!s.state()->done) transport.cancel(s);
+  }
+  result.answers = static_cast<int>(inputs.size());
+  if (inputs.empty()) {
+    result.step = step;
+    return result;
+  }
+  // The mean of the answers, summed in double in a fixed order.
+  for (std::size_t i = 0; i < n; ++i) {
+    double sum = 0;
+    for (const float* in : inputs) sum += in[i];
+    params[i] = static_cast<float>(sum / static_cast<double>(inputs.size()));
+  }
+  if (how == JoinStep::kAgreed) {
+    // One join step for all, which no answerer has passed when the commit arrives: each proposed
+    // a margin ahead of where it was when it answered, and has run at most its fastest pace since
+    // we asked (before it answered); a second more covers the commit's way there.
+    const double since_asked =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - asked).count() + 1.0;
+    std::int64_t agreed = 0;
+    for (std::size_t k = 0; k < revive.size(); ++k) {
+      const auto ahead = static_cast<std::int64_t>(paces[k] * since_asked) + 1;
+      agreed = std::max(agreed, revive[k].second + ahead);
+    }
+    commit = JoinCommit{agreed}.encode();
+    for (const auto& [r, j] : revive) {
+      commits.push_back(transport.send(r, join_tag(transport, kCommit), *commit_region, {0, commit.size()}));
+    }
+    const auto commit_deadline = transport::deadline_after(live.peer_timeout());
+    auto sent = [&](transport::Request& q) {
+      try {
+        if (transport.wait(q, commit_deadline)) return true;
+      } catch (const TransportError&) {
+      }
+      if (!q.state()->done) transport.cancel(q);
+      return false;
+    };
+    for (std::size_t k = 0; k < revive.size(); ++k) {
+      if (!sent(commits[k])) {
+        live.mark_dead(revive[k].first, "did not take this peer's commit to rejoin");
+        revive[k].second = -1;
+      }
+    }
+    for (auto& [r, j] : revive) {
+      if (j >= 0) j = agreed;
+    }
+  }
+  for (const auto& [r, j] : revive) {
+    if (j >= 0) live.revive(r, j);
+  }
+  log().info("rank {}: rejoined at step {}: parameters from {} live neighbor(s)",
+             transport.rank(), result.step, result.answers);
+  return result;
+}
+
+}  // namespace murmur::membership

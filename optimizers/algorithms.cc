@@ -1,0 +1,140 @@
+// The registry of averaging algorithms (algorithm.h): one line per algorithm below. Its order
+// numbers the algorithms' tag purposes, so every peer of a run must be the same build.
+#include <algorithm>
+#include <string>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "core/error.h"
+#include "core/names.h"
+#include "optimizers/adpsgd.h"
+#include "optimizers/algorithm.h"
+#include "optimizers/allreduce.h"
+#include "optimizers/choco.h"
+#include "optimizers/diloco.h"
+#include "optimizers/dpsgd.h"
+#include "optimizers/local_sgd.h"
+#include "optimizers/no_averaging.h"
+#include "optimizers/sgp.h"
+#include "topology/mixing.h"
+#include "topology/schedule.h"
+#include "transport/tag.h"
+
+namespace murmur::optimizers {
+namespace {
+
+const AlgorithmInfo* const kAlgorithms[] = {
+    &kNoAveraging, &kAllreduce, &kDpsgd, &kSgp, &kAdpsgd, &kLocalSgd, &kDiloco, &kChoco,
+};
+static_assert(std::size(kAlgorithms) <= transport::purpose::kCount - transport::purpose::kFirstAlgorithm);
+
+[[maybe_unused]] const bool kRegistered = register_names("algorithm.name", [] {
+  std::vector<std::string_view> names;
+  for (const AlgorithmInfo* a : kAlgorithms) names.push_back(a->name);
+  return names;
+}());
+
+std::string names_where(bool (*pred)(const AlgorithmInfo&)) {
+  std::string out;
+  for (const AlgorithmInfo* a : kAlgorithms) {
+    if (!pred(*a)) continue;
+    out += (out.empty() ? "" : ", ") + std::string(a->name);
+  }
+  return out;
+}
+
+// Checks the first rounds of the schedule (a whole period of one_peer_exponential, a sample of
+// random gossip): enough to catch a graph whose weights can never have the needed sums.
+void check_schedule(const AlgorithmConfig& a, const TopologyConfig& topology, int n,
+                    std::uint64_t seed, topology::Stochastic need, const char* why) {
+  const int rounds = topology::is_time_varying(topology) ? 4 : 1;
+  for (int t = 0; t < rounds; ++t) {
+    topology::check_stochastic(
+        topology::mixing_at(topology, n, seed, t), need,
+        fmt::format("algorithm.name={} needs {}: topology.graph={} weights={} round {}", a.name,
+                    why, topology.graph, topology.weights, t));
+  }
+}
+
+}  // namespace
+
+std::span<const AlgorithmInfo* const> algorithms() { return kAlgorithms; }
+
+const AlgorithmInfo& find_algorithm(std::string_view name) {
+  for (const AlgorithmInfo* a : kAlgorithms) {
+    if (a->name == name) return *a;
+  }
+  throw ConfigError(fmt::format("algorithm.name: unknown algorithm '{}' (known: {})", name,
+                                names_where([](const AlgorithmInfo&) { return true; })));
+}
+
+unsigned purpose_of(const AlgorithmInfo& info) {
+  const auto it = std::find(std::begin(kAlgorithms), std::end(kAlgorithms), &info);
+  if (it == std::end(kAlgorithms)) throw Error(fmt::format("algorithm {} is not registered", info.name));
+  return transport::purpose::kFirstAlgorithm + static_cast<unsigned>(it - std::begin(kAlgorithms));
+}
+
+std::vector<std::string> check_algorithm(const AlgorithmConfig& a, const TopologyConfig& topology,
+                                         int world_size, std::uint64_t seed) {
+  const AlgorithmInfo& info = find_algorithm(a.name);
+  if (a.compressor.name != CompressorConfig{}.name && !info.compresses) {
+    throw ConfigError(fmt::format(
+        "algorithm.compressor.name: {} needs an algorithm that compresses ({}), not {}",
+        a.compressor.name, names_where([](const AlgorithmInfo& i) { return i.compresses; }),
+        a.name));
+  }
+  if (a.overlap && !info.overlaps) {
+    throw ConfigError(fmt::format(
+        "algorithm.overlap: {} does not overlap its exchange with the next step (those that do: "
+        "{})", a.name, names_where([](const AlgorithmInfo& i) { return i.overlaps; })));
+  }
+  // The keys this algorithm does not read, set away from their defaults: likely a mistake.
+  std::vector<std::string> unread;
+  ExperimentConfig given, defaults;
+  given.algorithm = a;
+  const nlohmann::json mine = to_json(given)["algorithm"], base = to_json(defaults)["algorithm"];
+  for (const auto& [key, value] : mine.items()) {
+    if (key == "name" || value == base[key]) continue;
+    if (std::find(info.keys.begin(), info.keys.end(), key) == info.keys.end()) {
+      unread.push_back(fmt::format("algorithm.{} is set, but {} does not read it (its keys: {})",
+                                   key, a.name, fmt::join(info.keys, ", ")));
+    }
+  }
+  if (world_size <= 1 || info.needs == GraphNeeds::kNone) return unread;
+  topology::validate_world(topology, world_size);
+  if (info.static_graph_only && topology::is_time_varying(topology)) {
+    throw ConfigError(fmt::format(
+        "algorithm.name={} needs a static graph (its neighbor sums assume a fixed W); "
+        "topology.graph={} changes every round", a.name, topology.graph));
+  }
+  if (info.needs == GraphNeeds::kDoublyStochastic) {
+    check_schedule(a, topology, world_size, seed, topology::Stochastic::kDoubly,
+                   "doubly stochastic weights (sgp takes column-stochastic ones: directed or "
+                   "random_kout graphs)");
+  } else if (info.needs == GraphNeeds::kColumnStochastic) {
+    check_schedule(a, topology, world_size, seed, topology::Stochastic::kColumn,
+                   "column-stochastic (push) weights");
+  }
+  return unread;
+}
+
+std::unique_ptr<Averaging> make_averaging(const AveragingContext& ctx) {
+  if (ctx.algorithm.local_steps < 1) {
+    throw ConfigError(
+        fmt::format("algorithm.local_steps: {} (must be >= 1)", ctx.algorithm.local_steps));
+  }
+  if (ctx.params_region.bytes().data() != reinterpret_cast<std::byte*>(ctx.params.data()) ||
+      ctx.params_region.bytes().size() != ctx.params.size_bytes()) {
+    throw Error("make_averaging: params_region must register exactly the parameter arena");
+  }
+  const int n = ctx.hood.transport().world_size();
+  const AlgorithmInfo& info = find_algorithm(ctx.algorithm.name);
+  check_algorithm(ctx.algorithm, ctx.topology, n, ctx.seed);
+  if (n == 1) return std::make_unique<NoAveraging>();
+  AveragingContext mine = ctx;
+  mine.purpose = purpose_of(info);
+  return info.make(mine);
+}
+
+}  // namespace murmur::optimizers

@@ -1,0 +1,13 @@
+#include "optimizers/no_averaging.h"
+
+namespace murmur::optimizers {
+
+const AlgorithmInfo kNoAveraging{
+    .name = "none",
+    .summary = "no averaging: each peer trains alone",
+    .needs = GraphNeeds::kNone,
+    .make = [](const AveragingContext&) -> std::unique_ptr<Averaging> {
+      return std::make_unique<NoAveraging>();
+    }};
+
+}  // namespace murmur::optimizers

@@ -1,0 +1,32 @@
+// StepHook: what the runtime calls around each local step for things that are not training:
+// emulated stragglers (network.stragglers) and fault injection (tests, experiments). Hooks are
+// built at the edge (murmur-peer's main from the environment, run_peer from the config) and
+// handed to the peer; the training loop only calls them and never reads the environment.
+// Called by the training thread only.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "core/config.h"
+
+namespace murmur::runtime {
+
+class StepHook {
+ public:
+  virtual ~StepHook() = default;
+  // After local step `step`'s compute (forward, backward, update), which took `compute_s`; time
+  // spent here counts as compute.
+  virtual void after_compute(std::int64_t step, double compute_s) {}
+  // After step `step` is complete: averaged, logged, evaluated and checkpointed.
+  virtual void after_step(std::int64_t step) {}
+};
+
+using StepHooks = std::vector<std::shared_ptr<StepHook>>;
+
+// network.stragglers for `rank`: a peer with factor f computes f times slower than it could (it
+// sleeps (f - 1) x its compute time after each step). nullptr for a rank that is no straggler.
+std::shared_ptr<StepHook> straggler_hook(const NetworkConfig& network, int rank);
+
+}  // namespace murmur::runtime
