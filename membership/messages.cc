@@ -74,7 +74,7 @@ void AgreementMessage::encode(std::span<std::byte> out) const {
     throw Error("AgreementMessage::encode: buffer of the wrong size");
   }
   transport::store_le<std::uint64_t>(out.data(), static_cast<std::uint64_t>(round));
-  for (std::size_t r = 0; r < dead.size(); ++r) out[8 + r] = std::byte{dead[r] ? 1 : 0};
+  for (std::size_t r = 0; r < dead.size(); ++r) out[8 + r] = dead[r] ? std::byte{1} : std::byte{0};
 }
 
 AgreementMessage AgreementMessage::decode(std::span<const std::byte> in, int world_size) {
