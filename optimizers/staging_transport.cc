@@ -38,7 +38,8 @@ struct StagingTransport::Staged final : transport::RequestState {
     std::span<float> device, mirror;
     transport::ByteRange wire;  // the piece's bytes in the mirror's registration
     transport::Request inner;   // the real transport's send or receive
-    std::unique_ptr<device::Fence> fence;  // send: the download; receive: the upload
+    // Send: the download (shared by the sends of the same bytes in flight); receive: the upload.
+    std::shared_ptr<device::Fence> fence;
     bool posted = false;        // send: handed to the real transport
   };
   bool is_send = false;
@@ -115,7 +116,27 @@ transport::Request StagingTransport::send(int peer, transport::Tag tag,
     return inner_.send(peer, tag, from, range);
   }
   auto op = cut(/*is_send=*/true, peer, tag, from, range);
-  for (Staged::Piece& p : op->pieces) p.fence = device_.download_async(p.mirror, p.device);
+  // The same bytes already on their way (a neighbor exchange sends one range to every neighbor):
+  // their device memory is untouched until those sends complete, so the mirror already holds
+  // them, and copying again would write the mirror under a send that reads it.
+  std::erase_if(in_flight_, [](const std::weak_ptr<Staged>& w) {
+    const auto other = w.lock();
+    return !other || other->done;
+  });
+  std::shared_ptr<Staged> same;
+  for (const auto& w : in_flight_) {
+    const auto other = w.lock();
+    if (other->region == op->region && other->pieces.size() == op->pieces.size() &&
+        other->pieces.front().wire.offset == op->pieces.front().wire.offset && other->total == op->total) {
+      same = other;
+      break;
+    }
+  }
+  for (std::size_t k = 0; k < op->pieces.size(); ++k) {
+    Staged::Piece& p = op->pieces[k];
+    p.fence = same ? same->pieces[k].fence : device_.download_async(p.mirror, p.device);
+  }
+  in_flight_.push_back(op);
   sending_.push_back(op);
   progress();
   return transport::Request(op);

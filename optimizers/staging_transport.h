@@ -83,7 +83,8 @@ class StagingTransport final : public transport::Transport {
   device::Device& device_;
   std::size_t chunk_bytes_;
   transport::TagLayout layout_;
-  std::vector<std::weak_ptr<Staged>> sending_;  // staged sends with pieces still to post
+  std::vector<std::weak_ptr<Staged>> sending_;    // staged sends with pieces still to post
+  std::vector<std::weak_ptr<Staged>> in_flight_;  // staged sends not yet complete
 };
 
 }  // namespace murmur::optimizers
