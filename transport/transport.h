@@ -116,16 +116,19 @@ class Transport {
   // stays pending). Throws as test() does. By default polls test(): right for backends whose
   // progress is driven by the caller (ucx, ofi); tcp and inproc block on their own events.
   virtual bool wait(Request& request, Deadline deadline);
-  // Gives up on a pending request (after a timeout) so that its buffer may be reused.
+  // Gives up on a pending request (after a timeout) so that its buffer may be reused. (ucx
+  // cannot withdraw a send that has started: it abandons it, and the peer, which never matched
+  // it, never will, since no tag is reused within a run.)
   virtual void cancel(Request& request) = 0;
 
   // How long `peer` has sent nothing at all (not a message, not a heartbeat), for backends that
-  // keep their connections alive with heartbeats (tcp); nullopt where the backend cannot tell a
-  // silent peer from a busy one (ucx, ofi, inproc). Tells a dead or cut-off peer from a slow one.
+  // keep their connections alive with heartbeats (tcp's frames; ucx's and ofi's liveness
+  // sockets, transport/liveness.h); nullopt where the backend cannot tell a silent peer from a
+  // busy one (inproc). Tells a dead, frozen or cut-off peer from a slow one.
   virtual std::optional<Clock::duration> silent_for(int peer) const { return std::nullopt; }
-  // Gives `peer` up for dead: closes what connects us, so that its end finds us gone too instead
-  // of waiting on a rank that no longer talks to it. Where a backend keeps no connection of its
-  // own (ucx, ofi, inproc), does nothing.
+  // Gives `peer` up for dead: closes what connects us (tcp's connection, ucx's and ofi's
+  // liveness sockets), so that its end finds us gone too instead of waiting on a rank that no
+  // longer talks to it. inproc does nothing.
   virtual void drop(int peer) {}
 
   // Byte counters since construction, for metrics.

@@ -51,7 +51,7 @@ Transport::Transport(const TransportConfig& config, int rank, int world_size,
       world_size_(world_size),
       max_frame_(static_cast<std::size_t>(config.max_frame_bytes)),
       connect_timeout_ms_(config.connect_timeout_ms),
-      liveness_(config.host) {
+      liveness_(config.host, std::chrono::milliseconds(config.peer_timeout_ms), rank) {
   if (world_size < 1 || rank < 0 || rank >= world_size) {
     throw TransportError(fmt::format("ofi: rank {} is outside a world of {}", rank, world_size));
   }
@@ -72,12 +72,8 @@ Transport::Transport(const TransportConfig& config, int rank, int world_size,
   std::vector<std::byte> name(len);
   MURMUR_FI_CHECK(fi_getname(&ep_->fid, name.data(), &len));
   name.resize(len);
-  // What a peer needs to watch us rides along: u16 liveness port, u16 host length, host.
-  std::vector<std::byte> blob(4 + config.host.size());
-  const std::uint16_t words[2] = {liveness_.port(), static_cast<std::uint16_t>(config.host.size())};
-  std::memcpy(blob.data(), words, 4);
-  std::memcpy(blob.data() + 4, config.host.data(), config.host.size());
-  blob.insert(blob.end(), name.begin(), name.end());
+  // What a peer needs to watch us rides along in front of the name.
+  const std::vector<std::byte> blob = liveness_.prefixed(name, config.host);
 
   std::vector<int> peers;
   for (int r = 0; r < world_size; ++r) {
@@ -89,18 +85,7 @@ Transport::Transport(const TransportConfig& config, int rank, int world_size,
     throw TransportError(fmt::format("ofi: bootstrap returned {} names for {} peers",
                                      names.size(), peers.size()));
   }
-  for (std::size_t i = 0; i < peers.size(); ++i) {
-    std::vector<std::byte>& b = names[i];
-    std::uint16_t w[2] = {0, 0};
-    if (b.size() >= 4) std::memcpy(w, b.data(), 4);
-    if (b.size() < 4u + w[1]) {
-      throw ProtocolError(fmt::format("ofi: rank {}'s address of {} bytes is cut short",
-                                      peers[i], b.size()));
-    }
-    liveness_.set_address(peers[i], std::string(reinterpret_cast<const char*>(b.data()) + 4, w[1]),
-                          w[0]);
-    b.erase(b.begin(), b.begin() + 4 + w[1]);
-  }
+  for (std::size_t i = 0; i < peers.size(); ++i) liveness_.take_address(peers[i], names[i], "ofi");
   names.insert(names.begin() + rank, name);
   addrs_.assign(world_size, FI_ADDR_UNSPEC);
   for (int r = 0; r < world_size; ++r) {

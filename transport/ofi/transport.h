@@ -12,7 +12,8 @@
 // (the body recv is posted into the user's range first) or refuses (ProtocolError there, and the
 // body is never sent). Wire tags: source rank in the top bits, then 2 bits of kind (head, body,
 // clear-to-send), then the user tag. A peer that dies is seen through Liveness (one TCP socket
-// per watched peer) and fails its pending requests with PeerLost.
+// per watched peer, transport/liveness.h) and fails its pending requests with PeerLost; its
+// heartbeats on that socket tell a frozen peer (silent_for) from a slow one.
 #pragma once
 
 #include <cstdint>
@@ -28,8 +29,8 @@
 
 #include "core/config.h"
 #include "transport/bootstrap.h"
+#include "transport/liveness.h"
 #include "transport/ofi/check.h"
-#include "transport/ofi/liveness.h"
 #include "transport/ofi/slots.h"
 #include "transport/transport.h"
 
@@ -62,6 +63,11 @@ class Transport final : public transport::Transport {
   void cancel(Request& request) override;
   std::uint64_t bytes_sent() const override { return bytes_sent_; }
   std::uint64_t bytes_received() const override { return bytes_received_; }
+  std::optional<Clock::duration> silent_for(int peer) const override {
+    return liveness_.silent_for(peer);
+  }
+  // Closes the liveness sockets between us and `peer`: it finds us lost at once.
+  void drop(int peer) override { liveness_.drop(peer); }
 
   Tag max_tag() const { return max_tag_; }
   int tag_bits() const override { return kind_shift_; }
@@ -146,7 +152,7 @@ class Transport final : public transport::Transport {
   std::vector<fi_addr_t> addrs_;  // by rank
   std::unordered_map<Op*, std::shared_ptr<Op>> inflight_;
   std::deque<Post> posts_;
-  Liveness liveness_;
+  transport::Liveness liveness_;
   std::vector<Deadline> lost_at_;  // by rank: when a peer found dead fails its requests
   std::vector<bool> lost_;         // by rank: its requests have been failed
   Clock::time_point next_liveness_check_{};

@@ -24,7 +24,8 @@ Transport::Transport(const TransportConfig& config, int rank, int world_size,
       world_size_(world_size),
       max_frame_(static_cast<std::size_t>(config.max_frame_bytes)),
       connect_timeout_ms_(config.connect_timeout_ms),
-      peer_failure_(config.ucx_peer_failure) {
+      peer_failure_(config.ucx_peer_failure),
+      liveness_(config.host, std::chrono::milliseconds(config.peer_timeout_ms), rank) {
   if (world_size < 1 || rank < 0 || rank >= world_size) {
     throw TransportError(fmt::format("ucx: rank {} is outside a world of {}", rank, world_size));
   }
@@ -67,12 +68,16 @@ Transport::Transport(const TransportConfig& config, int rank, int world_size,
   std::span<const std::byte> mine(reinterpret_cast<const std::byte*>(raw_address), address_size);
 
   const Deadline deadline = deadline_after(std::chrono::milliseconds(config.connect_timeout_ms));
-  std::vector<std::vector<std::byte>> theirs = bootstrap.exchange(peers, mine, deadline);
+  std::vector<std::vector<std::byte>> theirs =
+      bootstrap.exchange(peers, liveness_.prefixed(mine, config.host), deadline);
   if (theirs.size() != peers.size()) {
     throw TransportError(fmt::format("ucx: bootstrap returned {} addresses for {} peers",
                                      theirs.size(), peers.size()));
   }
+  for (std::size_t i = 0; i < peers.size(); ++i) liveness_.take_address(peers[i], theirs[i], "ucx");
+  lost_at_.assign(world_size, Deadline::max());
   connect_all(peers, theirs, deadline);
+  for (int r : peers) liveness_.watch(r);
 }
 
 void Transport::connect_all(std::span<const int> peers,
@@ -101,6 +106,7 @@ void Transport::connect_all(std::span<const int> peers,
       ep_params.field_mask &= ~UCP_EP_PARAM_FIELD_ERR_HANDLER;
     }
     ucs_status_t status = ucp_ep_create(worker_.get(), &ep_params, &peer->ep);
+    peer->handles_errors = peer_failure_ && status == UCS_OK;
     if (status == UCS_ERR_UNREACHABLE && peer_failure_) {
       // UCX 1.13's shared-memory transports (posix, sysv) have no peer-failure handler, so
       // PEER mode finds no lane when UCX_TLS names only those. Connect without it: a dead
@@ -178,13 +184,20 @@ void Transport::close() {
 }
 
 void Transport::close_endpoints(Deadline deadline, bool force) noexcept {
+  // A send or put still with UCX (abandoned by cancel(): its peer never took it) would keep a
+  // flushing close waiting, and UCX asserts if a worker goes with it still on an endpoint.
+  std::vector<bool> holds_send(static_cast<std::size_t>(world_size_), false);
+  for (auto& [op, state] : inflight_) {
+    if (op->kind != Kind::kRecv && op->peer >= 0 && op->peer < world_size_) holds_send[op->peer] = true;
+  }
   std::vector<void*> closing;
   for (auto& p : peers_) {
     if (!p || p->ep == nullptr) continue;
     ucp_request_param_t param{};
     param.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
-    // A failed endpoint may only be closed by force.
-    param.flags = (force || p->failure != UCS_OK) ? UCP_EP_CLOSE_FLAG_FORCE : 0;
+    // A failed endpoint may only be closed by force, and only one made in error mode PEER may.
+    const bool by_force = force || p->failure != UCS_OK || holds_send[p->rank];
+    param.flags = by_force && p->handles_errors ? UCP_EP_CLOSE_FLAG_FORCE : 0;
     ucs_status_ptr_t req = ucp_ep_close_nbx(p->ep, &param);
     p->ep = nullptr;
     if (req != nullptr && !UCS_PTR_IS_ERR(req)) closing.push_back(req);

@@ -11,6 +11,11 @@ namespace murmur::transport::ucx {
 namespace {
 
 constexpr ucp_tag_t kFullMask = ~ucp_tag_t{0};
+// How often progress() looks at what Liveness found (a lock; the sockets have their own thread).
+constexpr auto kLivenessInterval = std::chrono::milliseconds(10);
+// How long a peer found dead still gets: what it sent before dying may be in UCX's queues yet,
+// and should be delivered rather than reported lost.
+constexpr auto kLostGrace = std::chrono::milliseconds(50);
 
 ucp_mem_h memh_of(const transport::Region& region) {
   auto* r = dynamic_cast<const Region*>(&region);
@@ -171,6 +176,7 @@ void Transport::finish(Op& op) {
     if (req != nullptr) ucp_request_free(req);
     req = nullptr;
   }
+  if (op.done.load(std::memory_order_acquire)) return;  // an abandoned send: failed already
   const char* what = kind_name(static_cast<int>(op.kind));
   const ucs_status_t s = op.status;
   Peer* peer = (op.peer >= 0 && op.peer < world_size_) ? peers_[op.peer].get() : nullptr;
@@ -198,7 +204,25 @@ void Transport::finish(Op& op) {
 void Transport::progress() {
   while (ucp_worker_progress(worker_.get()) != 0) {
   }
+  check_liveness();
   sweep();
+}
+
+void Transport::check_liveness() {
+  const Clock::time_point now = Clock::now();
+  if (now < next_liveness_check_) return;
+  next_liveness_check_ = now + kLivenessInterval;
+  for (int r : liveness_.poll()) lost_at_[r] = std::min(lost_at_[r], now + kLostGrace);
+  for (int r = 0; r < world_size_; ++r) {
+    if (lost_at_[r] > now) continue;
+    lost_at_[r] = Deadline::max();
+    Peer* peer = peers_[r].get();
+    if (peer == nullptr || peer->failure != UCS_OK) continue;
+    // The same path as err_cb: the loss is built on this thread in sweep().
+    peer->failure = UCS_ERR_CONNECTION_RESET;
+    peer->by_liveness = true;
+    failed_.push_back(peer);
+  }
 }
 
 void Transport::sweep() {
@@ -207,15 +231,25 @@ void Transport::sweep() {
   while (!failed_.empty()) {
     Peer* peer = failed_.back();
     failed_.pop_back();
-    peer->lost = std::make_exception_ptr(PeerLost(fmt::format(
-        "ucx: rank {} lost: {}", peer->rank, ucs_status_string(peer->failure))));
+    peer->lost = std::make_exception_ptr(PeerLost(
+        peer->by_liveness
+            ? fmt::format("ucx: rank {} lost: its process closed our liveness socket", peer->rank)
+            : fmt::format("ucx: rank {} lost: {}", peer->rank, ucs_status_string(peer->failure))));
     for (auto& [op, state] : inflight_) {
-      if (op->kind == Kind::kRecv && op->peer == peer->rank && op->ucp[0] != nullptr) {
+      if (op->peer != peer->rank) continue;
+      if (op->kind == Kind::kRecv && op->ucp[0] != nullptr) {
         ucp_request_cancel(worker_.get(), op->ucp[0]);
+      } else if (op->kind != Kind::kRecv && !op->done && !peer->handles_errors) {
+        // No forced close will complete it (error mode NONE): fail it now, and leave the
+        // request with UCX, as cancel() does.
+        op->error = peer->lost;
+        op->done.store(true, std::memory_order_release);
       }
     }
     std::erase_if(rkeys_, [&](const auto& entry) { return entry.first.first == peer->rank; });
-    if (peer->ep != nullptr) {
+    // Closing by force is for endpoints in error mode PEER only (UCX's rule): in mode NONE the
+    // endpoint stays until close(), and only new and pending operations fail.
+    if (peer->ep != nullptr && peer->handles_errors) {
       ucp_request_param_t param{};
       param.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
       param.flags = UCP_EP_CLOSE_FLAG_FORCE;
@@ -248,14 +282,20 @@ void Transport::cancel(Request& request) {
   op->cancelled = true;
   if (op->kind == Kind::kRecv) {
     ucp_request_cancel(worker_.get(), op->ucp[0]);
-  } else if (Peer* peer = peers_[op->peer].get(); peer != nullptr && peer->ep != nullptr) {
-    // UCX cannot withdraw a send or put that has started; closing the endpoint by force is the
-    // only way to make it release the buffer. The peer is unusable afterwards.
-    peer->failure = UCS_ERR_CANCELED;
-    failed_.push_back(peer);
+    const Deadline deadline = deadline_after(std::chrono::milliseconds(connect_timeout_ms_));
+    while (!op->done && Clock::now() < deadline) progress();
+    return;
   }
-  const Deadline deadline = deadline_after(std::chrono::milliseconds(connect_timeout_ms_));
-  while (!op->done && Clock::now() < deadline) progress();
+  // UCX cannot withdraw a send or put that has started, and closing the endpoint by force (the
+  // only way to make it let go) looks to the peer like our death: a live neighbor that merely
+  // never posted the matching receive (a ring it left for the agreement) would lose us, and its
+  // neighbors it, in a cascade. So the request is abandoned instead: it fails now for the
+  // caller, and stays with UCX (and in inflight_) until the peer matches it, fails, or close().
+  // Our tags are never reused within a run, so no later receive matches an abandoned send.
+  op->error = std::make_exception_ptr(TransportError(
+      fmt::format("ucx: {} rank {} tag {:#x}: cancelled", kind_name(static_cast<int>(op->kind)),
+                  op->peer, op->tag)));
+  op->done.store(true, std::memory_order_release);
 }
 
 }  // namespace murmur::transport::ucx

@@ -5,6 +5,9 @@
 // put() uses ucp_put_nbx followed by an endpoint flush, so a finished put is visible remotely.
 // Thread-compatible: the one thread that drives the Transport also drives ucp_worker_progress.
 // Endpoint failures (err_cb) are recorded and rethrown as PeerLost from the next test()/wait().
+// Beside UCX, every peer is watched over a Liveness socket (transport/liveness.h), whose address
+// rides in front of the worker address: a process that dies is lost even where UCX's transports
+// cannot tell, and its heartbeats tell a frozen peer (silent_for) from a slow one.
 // Error mode PEER (config.ucx_peer_failure, the default) makes a dead peer PeerLost but rules out
 // UCX 1.13's posix/sysv shared memory (cma and tcp remain); ucx_peer_failure: false uses mode
 // NONE, shared memory included, and a dead peer shows only as a wait reaching its deadline (as
@@ -24,6 +27,7 @@
 
 #include "core/config.h"
 #include "transport/bootstrap.h"
+#include "transport/liveness.h"
 #include "transport/transport.h"
 #include "transport/ucx/check.h"
 
@@ -58,6 +62,11 @@ class Transport final : public transport::Transport {
               std::span<const std::byte> remote_key, std::size_t remote_offset) override;
   bool test(Request& request) override;
   void cancel(Request& request) override;
+  std::optional<Clock::duration> silent_for(int peer) const override {
+    return liveness_.silent_for(peer);
+  }
+  // Closes the liveness sockets between us and `peer`: it finds us lost at once.
+  void drop(int peer) override { liveness_.drop(peer); }
   std::uint64_t bytes_sent() const override { return bytes_sent_; }
   std::uint64_t bytes_received() const override { return bytes_received_; }
 
@@ -82,7 +91,9 @@ class Transport final : public transport::Transport {
     Transport* owner = nullptr;
     int rank = -1;
     ucp_ep_h ep = nullptr;
-    ucs_status_t failure = UCS_OK;  // set by err_cb
+    ucs_status_t failure = UCS_OK;  // set by err_cb (or check_liveness)
+    bool by_liveness = false;       // the loss came from the liveness socket, not from UCX
+    bool handles_errors = false;    // made in error mode PEER: may be closed by force
     std::exception_ptr lost;        // PeerLost, built on the driving thread from `failure`
   };
 
@@ -97,6 +108,7 @@ class Transport final : public transport::Transport {
   // Registers `op` with its UCX request (or its immediate result) and returns the handle.
   Request track(std::shared_ptr<Op> op, ucs_status_ptr_t result, int slot);
   void progress();
+  void check_liveness();
   void sweep();
   void finish(Op& op);
   void connect_all(std::span<const int> peers, std::span<const std::vector<std::byte>> addrs,
@@ -112,6 +124,9 @@ class Transport final : public transport::Transport {
   bool cuda_memory_ = false;  // ucp_context_query lists UCS_MEMORY_TYPE_CUDA
   int rank_shift_ = 63;
   Tag max_tag_ = 0;
+  Liveness liveness_;  // before the worker: it outlives every endpoint
+  std::vector<Deadline> lost_at_;  // by rank: when a peer Liveness found dead is failed
+  Clock::time_point next_liveness_check_{};
   Context context_;
   Worker worker_;
   std::vector<std::unique_ptr<Peer>> peers_;  // by rank; null for ranks not connected
