@@ -42,7 +42,8 @@ std::int64_t agree(transport::Transport& transport, LiveSet& live, std::int64_t 
   const auto deadline = transport::deadline_after(4 * live.peer_timeout());
   std::int64_t highest = round;
   std::vector<bool> reported_dead(static_cast<std::size_t>(n), false);  // by an answer already in
-  std::vector<bool> answered(peers.size(), false), given_up(peers.size(), false);
+  std::vector<bool> answered(peers.size(), false), settled(peers.size(), false);
+  std::vector<std::vector<bool>> accuses(peers.size());  // per answer: the ranks it counts dead
   auto take = [&](std::size_t k) {
     AgreementMessage theirs;
     try {
@@ -52,17 +53,27 @@ std::int64_t agree(transport::Transport& transport, LiveSet& live, std::int64_t 
       return;
     }
     highest = std::max(highest, theirs.round);
-    if (theirs.dead[self]) live.mark_dead(peers[k], "it counts this rank as dead");
+    if (theirs.dead[self]) {
+      live.mark_dead(peers[k], "it counts this rank as dead");
+      return;  // not one of us: its view does not count
+    }
+    answered[k] = true;
+    accuses[k] = theirs.dead;
     for (int r = 0; r < n; ++r) {
       if (theirs.dead[r] && r != self) reported_dead[r] = true;
     }
+  };
+  // A rank an answer reports dead is waited for no longer, unless we hear it ourselves.
+  auto heard = [&](int r) {
+    const auto quiet = transport.silent_for(r);
+    return quiet && *quiet < live.peer_timeout();
   };
   // Poll every answer at once: a silent rank that an answer already reports dead is not
   // waited for any longer.
   for (;;) {
     bool pending = false;
     for (std::size_t k = 0; k < peers.size(); ++k) {
-      if (answered[k] || given_up[k]) continue;
+      if (settled[k]) continue;
       bool done = false;
       std::string failure;
       try {
@@ -74,12 +85,13 @@ std::int64_t agree(transport::Transport& transport, LiveSet& live, std::int64_t 
       } catch (const TransportError& e) {
         failure = e.what();
       }
-      const bool late = transport::Clock::now() >= deadline || reported_dead[peers[k]];
+      const bool late = transport::Clock::now() >= deadline ||
+                        (reported_dead[peers[k]] && !heard(peers[k]));
       if (done && failure.empty()) {
-        answered[k] = true;
-        take(k);
+        settled[k] = true;
+        take(k);  // answered[k] iff its view counts
       } else if (!failure.empty() || late) {
-        given_up[k] = true;
+        settled[k] = true;
         if (!recvs[k].state()->done) transport.cancel(recvs[k]);
         live.mark_dead(peers[k], failure.empty()
                                      ? std::string("did not answer the agreement after a failed allreduce")
@@ -91,8 +103,34 @@ std::int64_t agree(transport::Transport& transport, LiveSet& live, std::int64_t 
     if (!pending) break;
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
+  // Accusations among those who answered: settle them by count, the most accused first.
+  std::vector<std::size_t> standing;
+  for (std::size_t k = 0; k < peers.size(); ++k) {
+    if (answered[k]) standing.push_back(k);
+  }
+  for (;;) {
+    std::size_t worst = 0;
+    int most = 0;
+    for (std::size_t j : standing) {
+      int count = 0;
+      for (std::size_t i : standing) count += accuses[i][peers[j]] ? 1 : 0;
+      if (count > 0 && count >= most) {  // ascending ranks: a tie goes to the higher
+        most = count;
+        worst = j;
+      }
+    }
+    if (most == 0) break;
+    live.mark_dead(peers[worst], fmt::format("{} of the survivors that answered count it dead", most));
+    std::erase(standing, worst);
+  }
+  // Whoever no answer shows alive but one that stands reports dead.
   for (int r = 0; r < n; ++r) {
-    if (reported_dead[r]) live.mark_dead(r, "a survivor lost it");
+    if (r == self) continue;
+    bool accused = false;
+    for (std::size_t i : standing) accused = accused || accuses[i][r];
+    const bool stands = std::any_of(standing.begin(), standing.end(),
+                                    [&](std::size_t k) { return peers[k] == r; });
+    if (accused && !stands) live.mark_dead(r, "a survivor lost it");
   }
   for (auto& s : sends) {
     try {
