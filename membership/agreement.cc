@@ -41,7 +41,7 @@ std::int64_t agree(transport::Transport& transport, LiveSet& live, std::int64_t 
   // peer timeout for the ring they were in plus one for the next: wait for that and more.
   const auto deadline = transport::deadline_after(4 * live.peer_timeout());
   std::int64_t highest = round;
-  std::vector<bool> reported_dead(static_cast<std::size_t>(n), false);  // by an answer already in
+  std::vector<int> accusers(static_cast<std::size_t>(n), 0);  // answers in that count a rank dead
   std::vector<bool> answered(peers.size(), false), settled(peers.size(), false);
   std::vector<std::vector<bool>> accuses(peers.size());  // per answer: the ranks it counts dead
   auto take = [&](std::size_t k) {
@@ -60,16 +60,15 @@ std::int64_t agree(transport::Transport& transport, LiveSet& live, std::int64_t 
     answered[k] = true;
     accuses[k] = theirs.dead;
     for (int r = 0; r < n; ++r) {
-      if (theirs.dead[r] && r != self) reported_dead[r] = true;
+      if (theirs.dead[r] && r != self) ++accusers[r];
     }
   };
-  // A rank an answer reports dead is waited for no longer, unless we hear it ourselves.
-  auto heard = [&](int r) {
-    const auto quiet = transport.silent_for(r);
-    return quiet && *quiet < live.peer_timeout();
-  };
-  // Poll every answer at once: a silent rank that an answer already reports dead is not
-  // waited for any longer.
+  // A rank is waited for no longer once most of the others we wait for count it dead. Not on
+  // one word: a peer dropped as frozen and then continued counts its droppers dead, and they
+  // are alive and on their way to this agreement.
+  auto condemned = [&](int r) { return 2 * accusers[r] > static_cast<int>(peers.size()) - 1; };
+  // Poll every answer at once: a silent rank that the answers already condemn is not waited
+  // for any longer.
   for (;;) {
     bool pending = false;
     for (std::size_t k = 0; k < peers.size(); ++k) {
@@ -86,7 +85,7 @@ std::int64_t agree(transport::Transport& transport, LiveSet& live, std::int64_t 
         failure = e.what();
       }
       const bool late = transport::Clock::now() >= deadline ||
-                        (reported_dead[peers[k]] && !heard(peers[k]));
+                        condemned(peers[k]);
       if (done && failure.empty()) {
         settled[k] = true;
         take(k);  // answered[k] iff its view counts

@@ -18,8 +18,8 @@ namespace murmur::membership {
 
 // Runs one agreement for a rank at `round`: afterwards `live` holds the merged view. Returns the
 // highest round among the ranks that answered (at least `round`). Waits for each answer up to
-// 4 x live.peer_timeout(), and no longer for a rank an answer already reports dead, unless that
-// rank is heard (Transport::silent_for below the peer timeout).
+// 4 x live.peer_timeout(), and no longer for a rank that most of the other answers expected
+// already report dead.
 std::int64_t agree(transport::Transport& transport, LiveSet& live, std::int64_t round);
 
 }  // namespace murmur::membership

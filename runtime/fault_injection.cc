@@ -1,6 +1,8 @@
 #include "runtime/fault_injection.h"
 
 #include <signal.h>
+#include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <charconv>
@@ -19,11 +21,13 @@ namespace murmur::runtime {
 namespace {
 constexpr const char* kKill = "MURMUR_FAULT_KILL";
 constexpr const char* kStall = "MURMUR_FAULT_STALL";
+constexpr const char* kFreeze = "MURMUR_FAULT_FREEZE";
 
 // The items of `spec` ("a:b[,a:b...]", each of `fields` whole numbers) whose first field is
 // `rank`, without it; the last one wins. Throws ConfigError naming `variable` and the form.
 std::vector<std::int64_t> parse_for_rank(std::string_view spec, int rank, const char* variable,
-                                         std::size_t fields, const char* form) {
+                                         std::size_t fields, const char* form,
+                                         std::size_t optional = 0) {
   auto bad = [&] {
     return ConfigError(fmt::format("{}={}: expected {} with whole numbers", variable, spec, form));
   };
@@ -44,7 +48,7 @@ std::vector<std::int64_t> parse_for_rank(std::string_view spec, int rank, const 
       if (colon == std::string_view::npos) break;
       item = item.substr(colon + 1);
     }
-    if (values.size() != fields) throw bad();
+    if (values.size() < fields - optional || values.size() > fields) throw bad();
     if (values[0] == rank) found.assign(values.begin() + 1, values.end());
   }
   return found;
@@ -56,14 +60,15 @@ std::string_view env(const char* variable) {
 }
 }  // namespace
 
-std::int64_t fault_kill_step(std::string_view spec, int rank) {
-  const auto v = parse_for_rank(spec, rank, kKill, 2, "rank:step[,rank:step...]");
-  return v.empty() ? 0 : v[0];
+FaultKill fault_kill(std::string_view spec, int rank) {
+  const auto v = parse_for_rank(spec, rank, kKill, 3, "rank:step[:us][,rank:step[:us]...]", 1);
+  if (v.empty()) return {};
+  return {v[0], std::chrono::microseconds(v.size() > 1 ? v[1] : 0)};
 }
 
-
-void kill_self(int rank, std::int64_t step) {
-  log().warn("rank {}: {} asks for SIGKILL after step {}: killing myself", rank, kKill, step);
+void kill_self(int rank, const FaultKill& kill) {
+  log().warn("rank {}: {} asks for SIGKILL {} us after step {}: killing myself", rank, kKill,
+             kill.delay.count(), kill.step);
   log().flush();
   ::kill(::getpid(), SIGKILL);
   std::abort();  // not reached
@@ -76,6 +81,33 @@ FaultStall fault_stall(std::string_view spec, int rank) {
 }
 
 
+FaultStall fault_freeze(std::string_view spec, int rank) {
+  const auto v = parse_for_rank(spec, rank, kFreeze, 3, "rank:step:ms[,rank:step:ms...]");
+  if (v.empty()) return {};
+  return {v[0], std::chrono::milliseconds(v[1])};
+}
+
+void freeze_self(int rank, const FaultStall& freeze) {
+  log().warn("rank {}: {} asks for a {} ms freeze (SIGSTOP) after step {}: stopping", rank,
+             kFreeze, freeze.pause.count(), freeze.step);
+  log().flush();
+  const pid_t self = ::getpid();
+  const pid_t waker = ::fork();
+  if (waker == 0) {
+    // Only async-signal-safe calls in the child of a threaded process.
+    const auto ms = freeze.pause.count();
+    timespec pause{static_cast<time_t>(ms / 1000), static_cast<long>(ms % 1000) * 1000000L};
+    while (::nanosleep(&pause, &pause) != 0) {
+    }
+    ::kill(self, SIGCONT);
+    ::_exit(0);
+  }
+  if (waker < 0) throw Error(fmt::format("{}: fork failed: the freeze cannot end", kFreeze));
+  ::kill(self, SIGSTOP);
+  ::waitpid(waker, nullptr, 0);
+  log().warn("rank {}: continued after the freeze", rank);
+}
+
 void stall_self(int rank, const FaultStall& stall) {
   log().warn("rank {}: {} asks for a {} ms stall after step {}: sleeping", rank, kStall,
              stall.pause.count(), stall.step);
@@ -86,41 +118,55 @@ namespace {
 
 class KillAfter final : public StepHook {
  public:
-  KillAfter(int rank, std::int64_t step) : rank_(rank), step_(step) {}
+  KillAfter(int rank, FaultKill kill) : rank_(rank), kill_(kill) {}
   void after_step(std::int64_t step) override {
-    if (step == step_) kill_self(rank_, step);
+    if (step != kill_.step) return;
+    if (kill_.delay.count() == 0) kill_self(rank_, kill_);
+    // The peer goes on meanwhile: the kill lands wherever it is then.
+    std::thread([rank = rank_, kill = kill_] {
+      std::this_thread::sleep_for(kill.delay);
+      kill_self(rank, kill);
+    }).detach();
   }
 
  private:
   int rank_;
-  std::int64_t step_;
+  FaultKill kill_;
 };
 
 class StallAfter final : public StepHook {
  public:
-  StallAfter(int rank, FaultStall stall) : rank_(rank), stall_(stall) {}
+  StallAfter(int rank, FaultStall stall, bool freeze) : rank_(rank), stall_(stall), freeze_(freeze) {}
   void after_step(std::int64_t step) override {
-    if (step == stall_.step) stall_self(rank_, stall_);
+    if (step != stall_.step) return;
+    freeze_ ? freeze_self(rank_, stall_) : stall_self(rank_, stall_);
   }
 
  private:
   int rank_;
   FaultStall stall_;
+  bool freeze_;  // the whole process (SIGSTOP), not only the training thread
 };
 
 }  // namespace
 
-StepHooks fault_hooks(std::string_view kill_spec, std::string_view stall_spec, int rank) {
+StepHooks fault_hooks(std::string_view kill_spec, std::string_view stall_spec,
+                      std::string_view freeze_spec, int rank) {
   StepHooks hooks;
-  if (const std::int64_t step = fault_kill_step(kill_spec, rank); step > 0) {
-    hooks.push_back(std::make_shared<KillAfter>(rank, step));
+  if (const FaultKill kill = fault_kill(kill_spec, rank); kill.step > 0) {
+    hooks.push_back(std::make_shared<KillAfter>(rank, kill));
   }
   if (const FaultStall stall = fault_stall(stall_spec, rank); stall.step > 0) {
-    hooks.push_back(std::make_shared<StallAfter>(rank, stall));
+    hooks.push_back(std::make_shared<StallAfter>(rank, stall, false));
+  }
+  if (const FaultStall freeze = fault_freeze(freeze_spec, rank); freeze.step > 0) {
+    hooks.push_back(std::make_shared<StallAfter>(rank, freeze, true));
   }
   return hooks;
 }
 
-StepHooks fault_hooks_from_env(int rank) { return fault_hooks(env(kKill), env(kStall), rank); }
+StepHooks fault_hooks_from_env(int rank) {
+  return fault_hooks(env(kKill), env(kStall), env(kFreeze), rank);
+}
 
 }  // namespace murmur::runtime

@@ -1,11 +1,15 @@
 // Fault injection for tests and experiments, at a known step: a test that acts on a peer "mid-run"
 // from outside races a run that may already be over.
-// - MURMUR_FAULT_KILL="rank:step[,rank:step...]" makes that rank SIGKILL itself right after it
-//   finishes that step (its averaging and any checkpoint of that step included). A real SIGKILL,
-//   as the OOM killer would send.
+// - MURMUR_FAULT_KILL="rank:step[:us][,...]" makes that rank SIGKILL itself right after it
+//   finishes that step (its averaging and any checkpoint of that step included), or `us`
+//   microseconds later from a timer thread, wherever the peer then is: inside the next step's
+//   exchange, an allreduce, the final average. A real SIGKILL, as the OOM killer would send.
 // - MURMUR_FAULT_STALL="rank:step:ms[,...]" makes that rank's training thread sleep `ms` after
 //   that step: a slow step, a long pause, a swapped-out process. Its transport lives on (on tcp
 //   it keeps sending heartbeats), so its neighbors must wait for it, not drop it.
+// - MURMUR_FAULT_FREEZE="rank:step:ms[,...]" makes that rank SIGSTOP its whole process after that
+//   step, transport and heartbeats included, and a child it forked first SIGCONTs it `ms` later:
+//   a frozen or swapped-out process, as `kill -STOP` from outside would, at a known step.
 #pragma once
 
 #include <chrono>
@@ -16,12 +20,17 @@
 
 namespace murmur::runtime {
 
-// The step after which `rank` must die, from `spec` (the variable's value); 0 = never. Throws
-// ConfigError naming the variable for a malformed spec.
-std::int64_t fault_kill_step(std::string_view spec, int rank);
+struct FaultKill {
+  std::int64_t step = 0;  // 0 = never
+  std::chrono::microseconds delay{0};
+};
+
+// When `rank` must die, from `spec` (the variable's value). Throws ConfigError naming the
+// variable for a malformed spec.
+FaultKill fault_kill(std::string_view spec, int rank);
 
 // Logs why, then SIGKILLs this process. Does not return.
-[[noreturn]] void kill_self(int rank, std::int64_t step);
+[[noreturn]] void kill_self(int rank, const FaultKill& kill);
 
 struct FaultStall {
   std::int64_t step = 0;  // 0 = never
@@ -35,9 +44,16 @@ FaultStall fault_stall(std::string_view spec, int rank);
 // Logs it, then sleeps the stall's pause on the calling thread.
 void stall_self(int rank, const FaultStall& stall);
 
-// The hooks of `rank` that MURMUR_FAULT_KILL (`kill_spec`) and MURMUR_FAULT_STALL
-// (`stall_spec`) ask for: none, one, or both. Throws ConfigError as the parsers do.
-StepHooks fault_hooks(std::string_view kill_spec, std::string_view stall_spec, int rank);
+// The freeze of `rank`, from MURMUR_FAULT_FREEZE's value `spec` (the same form as a stall).
+FaultStall fault_freeze(std::string_view spec, int rank);
+
+// Logs it, then stops this process with SIGSTOP; a forked child continues it after the pause.
+void freeze_self(int rank, const FaultStall& freeze);
+
+// The hooks of `rank` that MURMUR_FAULT_KILL (`kill_spec`), MURMUR_FAULT_STALL (`stall_spec`)
+// and MURMUR_FAULT_FREEZE (`freeze_spec`) ask for. Throws ConfigError as the parsers do.
+StepHooks fault_hooks(std::string_view kill_spec, std::string_view stall_spec,
+                      std::string_view freeze_spec, int rank);
 // The same from the environment (murmur-peer's main calls this; nothing else reads it).
 StepHooks fault_hooks_from_env(int rank);
 

@@ -142,9 +142,14 @@ void Transport::on_error(Context& ctx, const fi_cq_err_entry& err) {
   const char* what = kind_name(static_cast<int>(op.kind));
   const int code = std::abs(err.err);  // providers differ in the sign they report
   std::exception_ptr error;
-  if (op.cancelled || code == FI_ECANCELED) {
+  if (op.cancelled) {
     error = std::make_exception_ptr(TransportError(
         fmt::format("ofi: {} rank {} tag {:#x}: cancelled", what, op.peer, op.tag)));
+  } else if (code == FI_ECANCELED) {
+    // Not by us: tcp;ofi_rxm cancels what is posted for a peer whose connection went down.
+    error = std::make_exception_ptr(PeerLost(fmt::format(
+        "ofi: {} rank {} tag {:#x}: cancelled by the provider (its connection is gone)", what,
+        op.peer, op.tag)));
   } else if (code == FI_ETRUNC || code == EMSGSIZE) {
     error = std::make_exception_ptr(ProtocolError(fmt::format(
         "ofi: {} rank {} tag {:#x}: truncated by the provider", what, op.peer, op.tag)));

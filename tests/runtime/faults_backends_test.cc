@@ -1,0 +1,144 @@
+// Faults over every backend (tcp, ucx, ofi) and every algorithm of configs/, end to end with
+// murmur-launch --keep-going on the synthetic task:
+// - a peer killed at varied moments (at a step boundary; inside the next exchange or allreduce;
+//   inside the final average) leaves the three others training to the last step, and all three
+//   in the final average: a survivor that dropped a live one (the ucx cascade, where cancelling
+//   a send closed the endpoint) shows there;
+// - a peer whose training thread stalls for 3 peer timeouts is waited for (its liveness
+//   heartbeats go on), and nobody is dropped;
+// - a peer frozen whole (SIGSTOP) for 3 peer timeouts is dropped, the others finish, and so does
+//   it, alone, once continued.
+// The model is wide enough (hidden 512: 150 KB messages) that UCX sends by rendezvous, which
+// waits for the receiver: the case that broke. Every command runs under `timeout`.
+#include <catch2/catch.hpp>
+
+#include <string>
+#include <vector>
+
+#include "tests/runtime/faults_util.h"
+#include "tests/runtime/test_util.h"
+
+using namespace murmur::testing::faults;
+
+namespace {
+
+constexpr int kEpochs = 10;
+constexpr int kRunSteps = kEpochs * 32;  // 4096 / 4 peers / 32 per batch, per epoch
+const std::string kWide = " --set model.hidden=[512] --set train.epochs=" + std::to_string(kEpochs);
+
+std::vector<std::string> backends() {
+  std::vector<std::string> b{"tcp"};
+#ifdef MURMUR_WITH_UCX
+  b.push_back("ucx");
+#endif
+#ifdef MURMUR_WITH_OFI
+  b.push_back("ofi");
+#endif
+  return b;
+}
+
+// Where rank 2 dies: MURMUR_FAULT_KILL=2:step:us (runtime/fault_injection.h).
+struct Moment {
+  const char* kill;
+  const char* where;
+};
+constexpr Moment kMoments[] = {
+    {"2:100", "at a step boundary"},
+    {"2:100:700", "inside the next step"},
+    {"2:100:2500", "a few steps on"},
+    {"2:320:1500", "inside the final average"},
+};
+
+void kill_one(const std::string& backend, const std::vector<std::string>& configs) {
+  int i = 0;
+  for (const std::string& config : configs) {
+    const Moment& moment = kMoments[(i++) % std::size(kMoments)];
+    const SyntheticRun run;
+    const std::string path = std::string(MURMUR_SOURCE_DIR) + "/configs/" + config + ".yaml";
+    // The config's algorithm and graph; the synthetic task's data, model and timeouts.
+    std::string sets = "--set transport.backend=" + backend + kWide;
+    for (const char* key : {"data.name=synthetic", "data.synthetic.train_size=4096",
+                            "data.synthetic.test_size=1024", "data.synthetic.noise=2.5",
+                            "data.synthetic.height=8", "data.synthetic.width=8",
+                            "run.threads=1", "train.batch_size=32", "checkpoint.every_steps=100",
+                            "transport.connect_timeout_ms=20000", "transport.recv_timeout_ms=20000",
+                            "transport.peer_timeout_ms=2000"}) {
+      sets += std::string(" --set ") + key;
+    }
+    auto r = launch4("MURMUR_FAULT_KILL=" + std::string(moment.kill), path, sets, run.out);
+    INFO(backend << " " << config << ", rank 2 killed " << moment.where << " (" << moment.kill
+                 << ")\n" << r.output);
+    CHECK(r.exit_code == 1);  // rank 2 failed; the others did not
+    CHECK_THAT(r.output, Catch::Contains("peer 2 exited with signal SIGKILL"));
+    const auto summary = read_json(run.out / "summary.json");
+    REQUIRE(summary.contains("peers"));
+    int finished = 0;
+    for (const auto& p : summary["peers"]) {
+      if (p["rank"] == 2) continue;
+      CHECK(p["steps"] == kRunSteps);
+      CHECK(p["test_accuracy"].get<double>() > 0.8);
+      ++finished;
+    }
+    CHECK(finished == 3);
+    REQUIRE(summary.contains("average_model"));
+    CHECK(summary["average_model"]["ranks"] == nlohmann::json::array({0, 1, 3}));
+    CHECK(summary["average_model"]["test_accuracy"].get<double>() > 0.8);
+  }
+}
+
+const std::vector<std::string> kGossip = {"ring", "exponential", "one_peer_exponential",
+                                          "gossip_random", "sgp", "adpsgd", "choco_topk"};
+const std::vector<std::string> kAllreduce = {"allreduce", "local_sgd", "diloco"};
+
+// A peer that stops (stall: its training thread; freeze: the whole process) after step 100
+// for 3 peer timeouts, over `backend`, D-PSGD on a ring.
+murmur::testing::CommandResult pause_one(const std::string& backend, const std::string& fault,
+                                         const SyntheticRun& run) {
+  return launch4(fault + "=1:100:6000", run.config,
+                 "--set transport.backend=" + backend + kWide +
+                     " --set algorithm.name=dpsgd --set topology.graph=ring",
+                 run.out);
+}
+
+}  // namespace
+
+TEST_CASE("kill at any moment: gossip algorithms, every backend", "[faults][multiproc]") {
+  const std::string backend = GENERATE(from_range(backends()));
+  kill_one(backend, kGossip);
+}
+
+TEST_CASE("kill at any moment: allreduce algorithms, every backend", "[faults][multiproc]") {
+  const std::string backend = GENERATE(from_range(backends()));
+  kill_one(backend, kAllreduce);
+}
+
+TEST_CASE("a stalled peer is waited for on every backend", "[faults][multiproc]") {
+  const std::string backend = GENERATE(from_range(backends()));
+  const SyntheticRun run;
+  auto r = pause_one(backend, "MURMUR_FAULT_STALL", run);
+  INFO(backend << "\n" << r.output);
+  REQUIRE(r.exit_code == 0);
+  CHECK_THAT(r.output, Catch::Contains("6000 ms stall after step 100"));
+  CHECK_THAT(r.output, !Catch::Contains("lost rank"));
+  const auto summary = read_json(run.out / "summary.json");
+  REQUIRE(summary["peers"].size() == 4);
+  for (const auto& p : summary["peers"]) CHECK(p["steps"] == kRunSteps);
+  CHECK(summary["average_model"]["ranks"].size() == 4);
+}
+
+TEST_CASE("a frozen peer is dropped on every backend, and finishes alone", "[faults][multiproc]") {
+  const std::string backend = GENERATE(from_range(backends()));
+  const SyntheticRun run;
+  auto r = pause_one(backend, "MURMUR_FAULT_FREEZE", run);
+  INFO(backend << "\n" << r.output);
+  CHECK(r.exit_code == 0);  // nobody died
+  CHECK_THAT(r.output, Catch::Contains("6000 ms freeze (SIGSTOP) after step 100"));
+  CHECK_THAT(r.output, Catch::Contains("rank 0: lost rank 1"));
+  CHECK_THAT(r.output, Catch::Contains("rank 2: lost rank 1"));
+  CHECK_THAT(r.output, Catch::Contains("continued after the freeze"));
+  const auto summary = read_json(run.out / "summary.json");
+  REQUIRE(summary["peers"].size() == 4);
+  for (const auto& p : summary["peers"]) CHECK(p["steps"] == kRunSteps);
+  REQUIRE(summary.contains("average_model"));
+  CHECK(summary["average_model"]["ranks"] == nlohmann::json::array({0, 2, 3}));
+}
