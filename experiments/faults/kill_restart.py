@@ -2,6 +2,10 @@
 """kill_restart.py: 4 peers, one killed with SIGKILL at a random time and restarted; N runs.
 
     experiments/faults/kill_restart.py [--runs 10] [--epochs 1] [--config configs/ring.yaml]
+                                       [--backend tcp|ucx|ofi] [--fault kill|freeze]
+
+--fault freeze instead stops the peer with SIGSTOP for 3 peer timeouts and continues it with
+SIGCONT (no restart): its neighbors must drop it and go on, and it must finish alone.
 
 Runs the config once without a fault (the reference), then N times with a random peer killed at a
 random moment of the run (between 20% and 70% of the reference's wall time) and restarted 1 s
@@ -21,6 +25,7 @@ import sys
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+PEER_TIMEOUT_MS = 5000
 
 
 def parse_args():
@@ -34,12 +39,15 @@ def parse_args():
     ap.add_argument("--timeout", type=float, default=900, help="seconds before a run counts as hung")
     ap.add_argument("--tolerance", type=float, default=1.0, help="accuracy points allowed off the reference")
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--backend", default="tcp", help="transport.backend: tcp, ucx or ofi")
+    ap.add_argument("--fault", choices=["kill", "freeze"], default="kill")
     return ap.parse_args()
 
 
 def sets(args):
-    s = [f"train.epochs={args.epochs}", "checkpoint.every_steps=50", "transport.peer_timeout_ms=5000",
-         "run.threads=1"] + args.overrides
+    s = [f"train.epochs={args.epochs}", "checkpoint.every_steps=50",
+         f"transport.peer_timeout_ms={PEER_TIMEOUT_MS}", "run.threads=1",
+         f"transport.backend={args.backend}"] + args.overrides
     return [x for o in s for x in ("--set", o)]
 
 
@@ -121,10 +129,18 @@ def main():
         t0 = time.time()
         launcher = launch(args, out, env)
         time.sleep(at)
-        subprocess.run(["pkill", "-KILL", "-f", "--", f"[-]-out {out} --rank {rank} "])
-        time.sleep(1)
-        again = restart(args, out, rank, env)
-        finished = wait_all([launcher, again], t0 + args.timeout)
+        pattern = f"[-]-out {out} --rank {rank} "
+        if args.fault == "kill":
+            subprocess.run(["pkill", "-KILL", "-f", "--", pattern])
+            time.sleep(1)
+            again = restart(args, out, rank, env)
+            procs = [launcher, again]
+        else:
+            subprocess.run(["pkill", "-STOP", "-f", "--", pattern])
+            time.sleep(3 * PEER_TIMEOUT_MS / 1000)
+            subprocess.run(["pkill", "-CONT", "-f", "--", pattern])
+            again, procs = None, [launcher]
+        finished = wait_all(procs, t0 + args.timeout)
         avg, peers = results(out)
         back = rejoined(out)
         if not finished or avg is None:
@@ -135,15 +151,20 @@ def main():
             continue
         delta = 100 * (avg - ref_avg)
         off += abs(delta) > args.tolerance
-        print(f"run {i}: killed rank {rank} at {at:.1f} s, restarted: average model {100 * avg:.2f}% "
+        what = "killed" if args.fault == "kill" else "froze"
+        after = (f"rejoined: {'yes' if back else 'no (trained alone)'}" if again
+                 else f"{len(peers)} peers finished")
+        print(f"run {i}: {what} rank {rank} at {at:.1f} s: average model {100 * avg:.2f}% "
               f"({delta:+.2f} points), peers {' '.join(f'{100 * a:.2f}' for a in peers)}, "
-              f"rejoined: {'yes' if back else 'no (trained alone)'}, {time.time() - t0:.0f} s", flush=True)
+              f"{after}, {time.time() - t0:.0f} s", flush=True)
         rows.append({"run": i, "rank": rank, "at_s": at, "hung": False, "average": avg,
                      "delta_points": delta, "peers": peers, "rejoined": back,
-                     "restart_exit": again.returncode})
+                     "finished_peers": len(peers),
+                     "restart_exit": again.returncode if again else None})
     deltas = [r["delta_points"] for r in rows if "delta_points" in r]
     print(f"{len(rows)} runs: {hangs} hung, {off} more than {args.tolerance} point(s) off, "
-          f"{sum(bool(r.get('rejoined')) for r in rows)} rejoined; largest |delta| {max(map(abs, deltas)) if deltas else float('nan'):.2f} points")
+          f"{sum(bool(r.get('rejoined')) for r in rows)} rejoined, "
+          f"{sum(r.get('finished_peers') == 4 for r in rows)} with all 4 peers finished; largest |delta| {max(map(abs, deltas)) if deltas else float('nan'):.2f} points")
     with open(os.path.join(args.out, "results.json"), "w") as f:
         json.dump({"reference": ref_avg, "runs": rows}, f, indent=1)
     sys.exit(1 if hangs or off else 0)
