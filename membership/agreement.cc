@@ -67,17 +67,6 @@ std::int64_t agree(transport::Transport& transport, LiveSet& live, std::int64_t 
   // one word: a peer dropped as frozen and then continued counts its droppers dead, and they
   // are alive and on their way to this agreement.
   auto condemned = [&](int r) { return 2 * accusers[r] > static_cast<int>(peers.size()) - 1; };
-  // Nor once it has been silent (not even a heartbeat) for 2 peer timeouts, counted from here,
-  // where the backend can tell (every one but inproc): a rank that died before anyone could
-  // report it (the answers' views are as of their start) would otherwise be waited for to the
-  // deadline, and the others, done long before, would give up on this rank in their next round.
-  // Two, since a live rank may only enter (and on tcp only connect to us) after its own ring has
-  // timed out, up to a peer timeout after ours, and a heartbeat is then a fifth of one away.
-  const auto start = transport::Clock::now();
-  auto silent = [&](int r) {
-    const auto quiet = transport.silent_for(r);
-    return quiet && std::min(*quiet, transport::Clock::now() - start) >= 2 * live.peer_timeout();
-  };
   // Poll every answer at once: a silent rank that the answers already condemn is not waited
   // for any longer.
   for (;;) {
@@ -95,8 +84,8 @@ std::int64_t agree(transport::Transport& transport, LiveSet& live, std::int64_t 
       } catch (const TransportError& e) {
         failure = e.what();
       }
-      const bool late = transport::Clock::now() >= deadline || condemned(peers[k]) ||
-                        silent(peers[k]);
+      const bool late = transport::Clock::now() >= deadline ||
+                        condemned(peers[k]);
       if (done && failure.empty()) {
         settled[k] = true;
         take(k);  // answered[k] iff its view counts
@@ -104,9 +93,7 @@ std::int64_t agree(transport::Transport& transport, LiveSet& live, std::int64_t 
         settled[k] = true;
         if (!recvs[k].state()->done) transport.cancel(recvs[k]);
         live.mark_dead(peers[k], failure.empty()
-                                     ? std::string(silent(peers[k])
-                                                       ? "silent through the agreement after a failed allreduce"
-                                                       : "did not answer the agreement after a failed allreduce")
+                                     ? std::string("did not answer the agreement after a failed allreduce")
                                      : fmt::format("its answer to the agreement failed: {}", failure));
       } else {
         pending = true;

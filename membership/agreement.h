@@ -19,7 +19,7 @@ namespace murmur::membership {
 // Runs one agreement for a rank at `round`: afterwards `live` holds the merged view. Returns the
 // highest round among the ranks that answered (at least `round`). Waits for each answer up to
 // 4 x live.peer_timeout(), and no longer for a rank that most of the other answers expected
-// already report dead, or that has been silent (Transport::silent_for) for 2 peer timeouts.
+// already report dead.
 std::int64_t agree(transport::Transport& transport, LiveSet& live, std::int64_t round);
 
 }  // namespace murmur::membership

@@ -60,6 +60,20 @@ asio::awaitable<void> Context::dial(Peer& p) {
       socket->close(ec);
       co_await socket->async_connect(endpoint, asio::redirect_error(asio::use_awaitable, ec));
       if (!ec) break;
+      if (ec == asio::error::connection_refused && !rendezvous_->fixed_address(p.rank)) {
+        // A rank publishes its address only once it listens: refused there, it is gone (killed;
+        // one that ends in order says "left"), unless it has published a new one since (it was
+        // restarted), which is dialed next. Waiting out the connect timeout instead kept a
+        // survivor in an agreement with a dead rank that nobody else had reported yet.
+        const std::string now = rendezvous_->try_lookup(p.rank).value_or("");
+        if (now == p.address) {
+          fail(p, std::make_exception_ptr(PeerLost(fmt::format(
+                      "{}: {} refused the connection: nobody listens at its published address "
+                      "any more", self(), p.describe()))));
+          co_return;
+        }
+        p.address = now;
+      }
     }
     pause.expires_after(std::chrono::milliseconds(20));
     co_await pause.async_wait(asio::use_awaitable);
