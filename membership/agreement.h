@@ -4,8 +4,9 @@
 // that no answer shows alive but some answer reports dead. Ranks that answered but accuse each
 // other (a peer that was frozen and dropped, then continued, reports its droppers dead as they
 // report it) are settled by count: the one accused by the most of those still standing goes
-// first (the higher rank on a tie), until no accusation is left among them. Agreements are counted (LiveSet::next_agreement): the n-th
-// agreement of each rank meets the n-th of the others. Used by one thread at a time.
+// first (the higher rank on a tie), until no accusation is left among them. Agreements are
+// counted (LiveSet::next_agreement): the n-th agreement of each rank meets the n-th of the
+// others. Used by one thread at a time.
 #pragma once
 
 #include <cstdint>

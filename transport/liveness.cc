@@ -146,16 +146,21 @@ void Liveness::watch(int rank) {
     if (w.fd >= 0) ::close(w.fd);
     w.fd = -1;
     w.gone = true;
-    lost_.push_back(rank);
+    lost_.emplace_back(rank, Clock::now());
   }
   lock.unlock();
   wake();  // the thread polls the new socket from its next round on
 }
 
 std::vector<int> Liveness::poll() {
-  std::lock_guard lock(mu_);
+  const Clock::time_point due = Clock::now() - kLostGrace;
   std::vector<int> lost;
-  lost.swap(lost_);
+  std::lock_guard lock(mu_);
+  std::erase_if(lost_, [&](const auto& found) {
+    if (found.second > due) return false;
+    lost.push_back(found.first);
+    return true;
+  });
   return lost;
 }
 
@@ -257,7 +262,7 @@ void Liveness::read_watched(int rank, Watched& w, short revents, Clock::time_poi
   }
   if (dead) {
     w.gone = true;
-    lost_.push_back(rank);
+    lost_.emplace_back(rank, now);
   }
   if (w.gone) {
     ::close(w.fd);

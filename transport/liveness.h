@@ -61,9 +61,11 @@ class Liveness {
   void set_address(int rank, std::string host, std::uint16_t port);
   // Starts watching `rank` (a non-blocking connect); does nothing if already watched.
   void watch(int rank);
-  // The ranks found dead (EOF or a socket error without a goodbye; a refused connect) since the
-  // last call, each once.
+  // The ranks found dead (EOF or a socket error without a goodbye; a refused connect) at least
+  // kLostGrace ago and not reported yet, each once: what a peer sent just before it died may
+  // still be in the backend's queues, and should be delivered rather than reported lost.
   std::vector<int> poll();
+  static constexpr std::chrono::milliseconds kLostGrace{50};
   // Closes both sockets between us and `rank` (watched, and its watch of us), without reporting
   // it lost: it learns that we gave up on it, as from a death.
   void drop(int rank);
@@ -107,7 +109,7 @@ class Liveness {
   bool stop_ = false;
   std::unordered_map<int, Address> addresses_;
   std::unordered_map<int, Watched> watched_;  // by rank
-  std::vector<int> lost_;                      // found dead, reported by the next poll()
+  std::vector<std::pair<int, Clock::time_point>> lost_;  // found dead (when), for poll()
   std::vector<int> drops_;                     // drop() requests, for the thread
   std::thread thread_;                         // last: starts after everything above exists
 };

@@ -60,7 +60,6 @@ Transport::Transport(const TransportConfig& config, int rank, int world_size,
   rank_shift_ = 64 - rank_bits;
   kind_shift_ = rank_shift_ - 2;
   max_tag_ = (Tag{1} << kind_shift_) - 1;
-  lost_at_.assign(world_size, Deadline::max());
   lost_.assign(world_size, false);
   open(config);
   slots_ = std::make_unique<Slots>([this](std::span<std::byte> bytes) {

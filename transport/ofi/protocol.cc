@@ -12,11 +12,6 @@
 namespace murmur::transport::ofi {
 namespace {
 
-// How often progress() looks at the liveness sockets (a poll() system call each time).
-constexpr auto kLivenessInterval = std::chrono::milliseconds(10);
-// How long a peer found dead still gets: what it sent before dying may be in the provider's
-// queues yet, and should be delivered rather than reported lost.
-constexpr auto kLostGrace = std::chrono::milliseconds(50);
 
 bool is_connection_loss(int err) {
   return err == FI_ECONNRESET || err == FI_ECONNREFUSED || err == FI_ENOTCONN ||
@@ -49,7 +44,7 @@ void Transport::progress() {
     }
   }
   flush();
-  check_liveness(false);
+  check_liveness();
 }
 
 void Transport::on_complete(Context& ctx, std::size_t length) {
@@ -183,13 +178,9 @@ void Transport::settle(Op& op) {
   inflight_.erase(&op);  // may drop the last reference: nothing after this
 }
 
-void Transport::check_liveness(bool now) {
-  const Clock::time_point t = Clock::now();
-  if (!now && t < next_liveness_check_) return;
-  next_liveness_check_ = t + kLivenessInterval;
-  for (int r : liveness_.poll()) lost_at_[r] = std::min(lost_at_[r], t + kLostGrace);
-  for (int r = 0; r < world_size_; ++r) {
-    if (lost_[r] || lost_at_[r] > t) continue;
+void Transport::check_liveness() {
+  for (int r : liveness_.poll()) {
+    if (lost_[r]) continue;
     lost_[r] = true;
     for (auto& [ptr, op] : inflight_) {
       if (op->peer != r || op->done) continue;

@@ -129,7 +129,7 @@ class Transport final : public transport::Transport {
   void on_error(Context& ctx, const fi_cq_err_entry& err);
   void settle(Op& op);
   void abort(Op& op, std::exception_ptr error);
-  void check_liveness(bool now);
+  void check_liveness();
 
   int rank_;
   int world_size_;
@@ -153,9 +153,7 @@ class Transport final : public transport::Transport {
   std::unordered_map<Op*, std::shared_ptr<Op>> inflight_;
   std::deque<Post> posts_;
   transport::Liveness liveness_;
-  std::vector<Deadline> lost_at_;  // by rank: when a peer found dead fails its requests
   std::vector<bool> lost_;         // by rank: its requests have been failed
-  Clock::time_point next_liveness_check_{};
   std::uint64_t bytes_sent_ = 0;
   std::uint64_t bytes_received_ = 0;
 };

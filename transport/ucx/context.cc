@@ -75,7 +75,6 @@ Transport::Transport(const TransportConfig& config, int rank, int world_size,
                                      theirs.size(), peers.size()));
   }
   for (std::size_t i = 0; i < peers.size(); ++i) liveness_.take_address(peers[i], theirs[i], "ucx");
-  lost_at_.assign(world_size, Deadline::max());
   connect_all(peers, theirs, deadline);
   for (int r : peers) liveness_.watch(r);
 }

@@ -11,11 +11,6 @@ namespace murmur::transport::ucx {
 namespace {
 
 constexpr ucp_tag_t kFullMask = ~ucp_tag_t{0};
-// How often progress() looks at what Liveness found (a lock; the sockets have their own thread).
-constexpr auto kLivenessInterval = std::chrono::milliseconds(10);
-// How long a peer found dead still gets: what it sent before dying may be in UCX's queues yet,
-// and should be delivered rather than reported lost.
-constexpr auto kLostGrace = std::chrono::milliseconds(50);
 
 ucp_mem_h memh_of(const transport::Region& region) {
   auto* r = dynamic_cast<const Region*>(&region);
@@ -209,13 +204,7 @@ void Transport::progress() {
 }
 
 void Transport::check_liveness() {
-  const Clock::time_point now = Clock::now();
-  if (now < next_liveness_check_) return;
-  next_liveness_check_ = now + kLivenessInterval;
-  for (int r : liveness_.poll()) lost_at_[r] = std::min(lost_at_[r], now + kLostGrace);
-  for (int r = 0; r < world_size_; ++r) {
-    if (lost_at_[r] > now) continue;
-    lost_at_[r] = Deadline::max();
+  for (int r : liveness_.poll()) {
     Peer* peer = peers_[r].get();
     if (peer == nullptr || peer->failure != UCS_OK) continue;
     // The same path as err_cb: the loss is built on this thread in sweep().

@@ -125,8 +125,6 @@ class Transport final : public transport::Transport {
   int rank_shift_ = 63;
   Tag max_tag_ = 0;
   Liveness liveness_;  // before the worker: it outlives every endpoint
-  std::vector<Deadline> lost_at_;  // by rank: when a peer Liveness found dead is failed
-  Clock::time_point next_liveness_check_{};
   Context context_;
   Worker worker_;
   std::vector<std::unique_ptr<Peer>> peers_;  // by rank; null for ranks not connected
