@@ -7,8 +7,9 @@
    2 peers (D-PSGD) across 20 ms latency, 5 ms jitter and 1% loss finish, and each step's
    exchange takes at least one 20 ms one-way trip;
 2. tools/murmur-launch runs 2 peers across a 10 Mbit/s link (D-PSGD, synthetic data, rank 1 a
-   2x straggler): each peer listened on its namespace's 10.77 address, the bytes it sent over
-   its communication time are within 25% of the link rate, summary.json has time_to_accuracy,
+   2x straggler): each peer listened on its namespace's 10.77 address, no rank sent faster than
+   the link over the run, the bytes rank 0 (the one that waits on the link) sent over its
+   communication time are within 25% of the link rate, summary.json has time_to_accuracy,
    and no namespace of the run is left;
 3. a partition: 3 peers (D-PSGD on a ring, run.on_peer_failure: continue); once they train, the
    test takes rank 2's link down at the bridge. Both sides notice within the peer timeout, drop
@@ -136,16 +137,23 @@ def launch_two_peers(peer, tmp):
     t = s.get("time_to_accuracy") or {}
     check(t.get("target") == 0.3 and t.get("time_s") is not None and t.get("bytes_sent", 0) > 0,
           f"summary.json has time_to_accuracy {t}")
+    last = {}
     for rank in range(2):
-        last = None
         with open(os.path.join(out, f"rank{rank}", "metrics.jsonl")) as f:
             for line in f:
                 obj = json.loads(line)
                 if obj.get("kind") == "step":
-                    last = obj
-        mbit = last["bytes_sent"] * 8 / last["comm_s"] / 1e6
-        check(7.5 <= mbit <= 12.5, f"rank {rank}: {last['bytes_sent']} bytes in {last['comm_s']:.2f} s of "
-                                   f"communication: {mbit:.1f} Mbit/s on a 10mbit link (within 25%)")
+                    last[rank] = obj
+        # Over the whole run no rank's bytes leave faster than the link lets them.
+        run_mbit = last[rank]["bytes_sent"] * 8 / last[rank]["time_s"] / 1e6
+        check(run_mbit <= 12.5, f"rank {rank}: {last[rank]['bytes_sent']} bytes in {last[rank]['time_s']:.2f} s: "
+                                f"{run_mbit:.1f} Mbit/s, not above the 10mbit link")
+    # Rank 0 is the one that waits on the link: rank 1 computes 2x slower, so the kernel has
+    # rank 0's bytes across (and takes rank 1's into its send buffer) while rank 1 computes, and
+    # rank 1's communication time is shorter than the transfer (13 Mbit/s "seen" under TSan).
+    mbit = last[0]["bytes_sent"] * 8 / last[0]["comm_s"] / 1e6
+    check(7.5 <= mbit <= 12.5, f"rank 0: {last[0]['bytes_sent']} bytes in {last[0]['comm_s']:.2f} s of "
+                               f"communication: {mbit:.1f} Mbit/s on a 10mbit link (within 25%)")
 
 
 def steps_done(out, rank):
