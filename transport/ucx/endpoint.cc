@@ -2,6 +2,8 @@
 // turns UCX completions (callbacks on the driving thread) into finished Requests.
 #include "transport/ucx/transport.h"
 
+#include <algorithm>
+
 #include <fmt/format.h>
 
 #include "core/error.h"
@@ -247,6 +249,17 @@ void Transport::sweep() {
       peer->ep = nullptr;
     }
     while (ucp_worker_progress(worker_.get()) != 0) {
+    }
+    if (!peer->handles_errors) {
+      // A receive UCX had already matched (a rendezvous under way over shared memory) ignores
+      // the cancel, and in mode NONE nothing else ends it: fail it now too. Its sender is dead,
+      // so no more of its bytes can come; UCX lets go of the request at close().
+      for (auto& [op, state] : inflight_) {
+        if (op->peer != peer->rank || op->kind != Kind::kRecv || op->done) continue;
+        if (std::find(completed_.begin(), completed_.end(), op) != completed_.end()) continue;
+        op->error = peer->lost;
+        op->done.store(true, std::memory_order_release);
+      }
     }
   }
   for (Op* op : completed_) {
