@@ -1,6 +1,7 @@
 // Swaps small opaque blobs (UCX worker addresses, libfabric endpoint names, remote keys) between
 // the ranks that talk to each other, over an authenticated TCP channel: never through a central
-// process. Implemented by transport/tcp (TcpBootstrap); used by the ucx and ofi backends at setup.
+// process. Implemented by transport/tcp (TcpBootstrap); used by the ucx and ofi backends at setup,
+// and for the rest of the run to meet a restarted rank again (answer).
 // Thread-compatible: one thread uses a Bootstrap.
 #pragma once
 
@@ -22,6 +23,20 @@ class Bootstrap {
   virtual std::vector<std::vector<std::byte>> exchange(std::span<const int> peers,
                                                        std::span<const std::byte> mine,
                                                        Deadline deadline) = 0;
+
+  // A rank restarted into a running run meets its peers again with its first exchange(); a
+  // bootstrap that lives on after the setup lets those it met before answer it. Called now and
+  // then on the driving thread, answer() takes the blob of every rank of `peers` that has begun
+  // such an exchange since, sends `mine` back (as that exchange expects), and returns them.
+  // Never blocks; a rank that dies mid-answer is simply not returned. By default (a bootstrap
+  // that serves only the setup) nobody comes back.
+  struct Met {
+    int rank = -1;
+    std::vector<std::byte> blob;
+  };
+  virtual std::vector<Met> answer(std::span<const int> peers, std::span<const std::byte> mine) {
+    return {};
+  }
 };
 
 }  // namespace murmur::transport

@@ -18,18 +18,18 @@ namespace murmur::transport {
 
 namespace {
 
-// ucx and ofi peers swap their worker addresses once, at start, over a TcpBootstrap that closes
-// once they have met: a peer started into a run whose others met long ago (one restarted after a
-// crash) finds their bootstraps gone. Says so, rather than only that a rank has left.
+// ucx and ofi peers swap their worker addresses over a TcpBootstrap, which they keep for the run
+// so that a restarted peer can meet them again. A peer that cannot meet its peers at start says
+// so, with what to look at, rather than only that a rank has left.
 template <class Make>
 std::unique_ptr<Transport> met_over_bootstrap(const std::string& backend, int rank, Make make) {
   try {
     return make();
   } catch (const PeerLeft& e) {
     throw PeerLeft(fmt::format(
-        "{}: rank {}: could not meet its peers over the bootstrap: {} ({} peers meet once, at "
-        "start, and close their bootstraps then: a peer restarted into a running run cannot "
-        "rejoin it; rejoin needs transport.backend: tcp)", backend, rank, e.what(), backend));
+        "{}: rank {}: could not meet its peers over the bootstrap: {} (a rank that has left "
+        "the run in order does not come back; a restarted rank meets the ranks still running)",
+        backend, rank, e.what()));
   }
 }
 
@@ -63,16 +63,16 @@ std::unique_ptr<Transport> make_transport(const TransportConfig& given, int rank
 #ifdef MURMUR_WITH_UCX
   if (b == "ucx") {
     return met_over_bootstrap("ucx", rank, [&] {
-      TcpBootstrap bootstrap(config, rank, world_size);
-      return ucx::make_transport(config, rank, world_size, bootstrap);
+      return ucx::make_transport(config, rank, world_size,
+                                 std::make_unique<TcpBootstrap>(config, rank, world_size));
     });
   }
 #endif
 #ifdef MURMUR_WITH_OFI
   if (b == "ofi") {
     return met_over_bootstrap("ofi", rank, [&] {
-      TcpBootstrap bootstrap(config, rank, world_size);
-      return ofi::make_transport(config, rank, world_size, bootstrap);
+      return ofi::make_transport(config, rank, world_size,
+                                 std::make_unique<TcpBootstrap>(config, rank, world_size));
     });
   }
 #endif

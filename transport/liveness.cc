@@ -90,6 +90,7 @@ Liveness::~Liveness() {
   for (auto& [rank, w] : watched_) {
     if (w.fd >= 0) ::close(w.fd);
   }
+  for (int fd : retired_) ::close(fd);
   ::close(listener_);
   ::close(wake_fd_);
 }
@@ -172,10 +173,26 @@ void Liveness::drop(int rank) {
   wake();
 }
 
+void Liveness::renew(int rank) {
+  {
+    std::lock_guard lock(mu_);
+    auto it = watched_.find(rank);
+    if (it != watched_.end()) {
+      // The thread may be polling it: it closes it, so that the number is not reused meanwhile.
+      if (it->second.fd >= 0) retired_.push_back(it->second.fd);
+      watched_.erase(it);
+    }
+    std::erase_if(lost_, [&](const auto& found) { return found.first == rank; });
+  }
+  wake();
+}
+
 void Liveness::apply_drops() {
   std::vector<int> drops;
   {
     std::lock_guard lock(mu_);
+    for (int fd : retired_) ::close(fd);
+    retired_.clear();
     drops.swap(drops_);
     for (int r : drops) {
       auto it = watched_.find(r);
@@ -326,9 +343,10 @@ void Liveness::run() {
     std::lock_guard lock(mu_);
     for (std::size_t i = first_watched; i < fds.size(); ++i) {
       if (fds[i].revents == 0) continue;
-      Watched& w = watched_[ranks[i - first_watched]];
-      if (w.fd != fds[i].fd) continue;
-      read_watched(ranks[i - first_watched], w, fds[i].revents, after);
+      // Renewed or dropped since this round's poll began: the fd is not this entry's.
+      auto it = watched_.find(ranks[i - first_watched]);
+      if (it == watched_.end() || it->second.fd != fds[i].fd) continue;
+      read_watched(ranks[i - first_watched], it->second, fds[i].revents, after);
     }
   }
 }

@@ -66,6 +66,9 @@ class Liveness {
   // still be in the backend's queues, and should be delivered rather than reported lost.
   std::vector<int> poll();
   static constexpr std::chrono::milliseconds kLostGrace{50};
+  // Forgets the watch of `rank` (and a loss found but not yet polled), for a rank that was
+  // restarted: take_address() and watch() then watch the new process.
+  void renew(int rank);
   // Closes both sockets between us and `rank` (watched, and its watch of us), without reporting
   // it lost: it learns that we gave up on it, as from a death.
   void drop(int rank);
@@ -111,6 +114,7 @@ class Liveness {
   std::unordered_map<int, Watched> watched_;  // by rank
   std::vector<std::pair<int, Clock::time_point>> lost_;  // found dead (when), for poll()
   std::vector<int> drops_;                     // drop() requests, for the thread
+  std::vector<int> retired_;                   // renewed watches' sockets, for the thread to close
   std::thread thread_;                         // last: starts after everything above exists
 };
 

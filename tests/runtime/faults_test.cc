@@ -99,45 +99,9 @@ TEST_CASE("a peer restarted after the others finished goes on alone at once", "[
 
 TEST_CASE("a killed peer restarted with the same command rejoins", "[faults][multiproc]") {
   // Gossip: each neighbor takes it back at its own join step; allreduce: all at one agreed round.
+  // Over tcp here; over ucx and ofi in faults_backends_test.cc.
   const std::string algorithm = GENERATE(as<std::string>(), "dpsgd --set topology.graph=ring",
                                          "allreduce");
   CAPTURE(algorithm);
-  const SyntheticRun run;
-  const auto& config = run.config;
-  const auto& out = run.out;
-  const std::string secret = "env MURMUR_SECRET=faults-test-secret ";
-  // Long enough (12800 steps) that the others are still training when rank 2, killed after step
-  // 300, has been restarted: a restart takes a second or two, the whole run about 10 s here.
-  const std::string sets = " --set algorithm.name=" + algorithm + " --set train.epochs=400";
-  std::string restart_output;
-  int restart_code = -1;
-  std::thread killer([&] {
-    wait_until_dead(out, 2);
-    auto r = run_command(secret + binary("murmur-peer") + " --out " + out.string() +
-                         " --rank 2 --world-size 4 --config " + config.string() +
-                         " --set transport.rendezvous_dir=" + (out / "rendezvous").string() + sets +
-                         " --set run.on_peer_failure=continue", 150);
-    restart_output = r.output;
-    restart_code = r.exit_code;
-  });
-  // Rank 2 SIGKILLs itself after step 300 (its checkpoint of step 300 written); the thread above
-  // restarts it, without the variable, once it is gone.
-  auto r = launch4("MURMUR_SECRET=faults-test-secret MURMUR_FAULT_KILL=2:300", config, sets, out);
-  killer.join();
-  INFO(r.output << "\n--- restarted rank 2 ---\n" << restart_output);
-  CHECK(restart_code == 0);
-  CHECK_THAT(restart_output, Catch::Contains("rejoined at step"));
-  CHECK_THAT(r.output, Catch::Contains("rank 2 rejoins from step"));
-  // A run that went wrong may lack fields: REQUIRE them rather than read what is not there.
-  const auto mine = read_json(out / "rank2" / "result.json");
-  REQUIRE((mine.contains("steps") && mine.contains("test_accuracy")));
-  CHECK(mine["steps"] == 10 * kSteps);
-  CHECK(mine["test_accuracy"].get<double>() > 0.8);
-  const auto summary = read_json(out / "summary.json");
-  REQUIRE((summary.contains("peers") && summary.contains("consensus_distance") &&
-           summary.contains("average_model")));
-  for (const auto& p : summary["peers"]) CHECK(p["steps"] == 10 * kSteps);
-  // All four took part in the final average: rank 2 came back for good.
-  CHECK(summary["consensus_distance"].get<double>() < 1e-2);
-  CHECK(summary["average_model"]["test_accuracy"].get<double>() > 0.8);
+  check_rejoin(algorithm, "tcp");
 }

@@ -9,6 +9,7 @@
 #include <string>
 #include <thread>
 
+#include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
 
 #include "tests/runtime/test_util.h"
@@ -61,6 +62,53 @@ inline murmur::testing::CommandResult launch4(const std::string& env, const std:
                      "/tools/murmur-launch --peer " + binary("murmur-peer") + " -n 4 " +
                      config.string() + " " + sets + " --out " + out.string() + " --keep-going",
                      150);
+}
+
+// Rank 2 of 4 SIGKILLs itself after step 300 (its checkpoint of step 300 written) and is
+// restarted with the same command once it is gone; it must be taken back, train to the end and
+// be in the final average. `algorithm` is a value of algorithm.name (and more --set after it).
+// `epochs` (32 steps each) must outlast the restart by far, and fit launch4's 150 s when loaded.
+inline void check_rejoin(const std::string& algorithm, const std::string& backend,
+                         int epochs = 400) {
+  const SyntheticRun run;
+  const auto& config = run.config;
+  const auto& out = run.out;
+  const std::string secret = "env MURMUR_SECRET=faults-test-secret ";
+  // Long enough (400 epochs: 12800 steps) that the others are still training when rank 2,
+  // killed after step 300, has been restarted: a restart takes a second or two, the whole run
+  // about 10 s over tcp here.
+  const std::string sets = " --set algorithm.name=" + algorithm + " --set train.epochs=" +
+                           std::to_string(epochs) + " --set transport.backend=" + backend;
+  const int steps = epochs * 32;
+  std::string restart_output;
+  int restart_code = -1;
+  std::thread killer([&] {
+    wait_until_dead(out, 2);
+    auto r = run_command(secret + binary("murmur-peer") + " --out " + out.string() +
+                         " --rank 2 --world-size 4 --config " + config.string() +
+                         " --set transport.rendezvous_dir=" + (out / "rendezvous").string() + sets +
+                         " --set run.on_peer_failure=continue", 150);
+    restart_output = r.output;
+    restart_code = r.exit_code;
+  });
+  auto r = launch4("MURMUR_SECRET=faults-test-secret MURMUR_FAULT_KILL=2:300", config, sets, out);
+  killer.join();
+  INFO(r.output << "\n--- restarted rank 2 ---\n" << restart_output);
+  CHECK(restart_code == 0);
+  CHECK_THAT(restart_output, Catch::Contains("rejoined at step"));
+  CHECK_THAT(r.output, Catch::Contains("rank 2 rejoins from step"));
+  // A run that went wrong may lack fields: REQUIRE them rather than read what is not there.
+  const auto mine = read_json(out / "rank2" / "result.json");
+  REQUIRE((mine.contains("steps") && mine.contains("test_accuracy")));
+  CHECK(mine["steps"] == steps);
+  CHECK(mine["test_accuracy"].get<double>() > 0.8);
+  const auto summary = read_json(out / "summary.json");
+  REQUIRE((summary.contains("peers") && summary.contains("consensus_distance") &&
+           summary.contains("average_model")));
+  for (const auto& p : summary["peers"]) CHECK(p["steps"] == steps);
+  // All four took part in the final average: rank 2 came back for good.
+  CHECK(summary["consensus_distance"].get<double>() < 1e-2);
+  CHECK(summary["average_model"]["test_accuracy"].get<double>() > 0.8);
 }
 
 }  // namespace murmur::testing::faults

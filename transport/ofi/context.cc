@@ -61,6 +61,8 @@ Transport::Transport(const TransportConfig& config, int rank, int world_size,
   kind_shift_ = rank_shift_ - 2;
   max_tag_ = (Tag{1} << kind_shift_) - 1;
   lost_.assign(world_size, false);
+  dropped_.assign(world_size, false);
+  lost_until_dropped_.assign(world_size, false);
   open(config);
   slots_ = std::make_unique<Slots>([this](std::span<std::byte> bytes) {
     return std::make_unique<Region>(domain_.get(), ep_.get(), mr_mode_, next_key_++, bytes);
@@ -78,6 +80,7 @@ Transport::Transport(const TransportConfig& config, int rank, int world_size,
   for (int r = 0; r < world_size; ++r) {
     if (r != rank) peers.push_back(r);
   }
+  restarts_.remember(peers, blob);
   const Deadline deadline = deadline_after(std::chrono::milliseconds(config.connect_timeout_ms));
   std::vector<std::vector<std::byte>> names = bootstrap.exchange(peers, blob, deadline);
   if (names.size() != peers.size()) {

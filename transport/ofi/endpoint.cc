@@ -71,7 +71,7 @@ void Transport::enqueue(Op& op, int index, Step step, decltype(Post::kSend) call
 
 Request Transport::begin(std::shared_ptr<Op> op) {
   liveness_.watch(op->peer);
-  if (lost_[op->peer]) {
+  if (lost_[op->peer] || lost_until_dropped_[op->peer]) {
     // Found dead before: fail at the first test() without posting anything.
     posts_.erase(std::remove_if(posts_.begin(), posts_.end(),
                                 [&](const Post& p) { return p.op == op.get(); }),

@@ -9,4 +9,12 @@ std::unique_ptr<transport::Transport> make_transport(const TransportConfig& conf
   return std::make_unique<Transport>(config, rank, world_size, bootstrap);
 }
 
+std::unique_ptr<transport::Transport> make_transport(const TransportConfig& config, int rank,
+                                                     int world_size,
+                                                     std::unique_ptr<Bootstrap> bootstrap) {
+  auto t = std::make_unique<Transport>(config, rank, world_size, *bootstrap);
+  t->keep_bootstrap(std::move(bootstrap));
+  return t;
+}
+
 }  // namespace murmur::transport::ofi

@@ -4,6 +4,7 @@
 #include "transport/ofi/protocol.h"
 
 #include <fmt/format.h>
+#include <spdlog/spdlog.h>
 #include <rdma/fi_errno.h>
 
 #include "core/error.h"
@@ -45,6 +46,9 @@ void Transport::progress() {
   }
   flush();
   check_liveness();
+  restarts_.poll("ofi", rank_, [this](int r, std::vector<std::byte> blob) {
+    revive(r, std::move(blob));
+  });
 }
 
 void Transport::on_complete(Context& ctx, std::size_t length) {
@@ -180,15 +184,54 @@ void Transport::settle(Op& op) {
 
 void Transport::check_liveness() {
   for (int r : liveness_.poll()) {
-    if (lost_[r]) continue;
-    lost_[r] = true;
-    for (auto& [ptr, op] : inflight_) {
-      if (op->peer != r || op->done) continue;
-      abort(*op, std::make_exception_ptr(PeerLost(fmt::format(
-                     "ofi: {} rank {} tag {:#x}: rank {} died (its process closed our liveness "
-                     "socket)", kind_name(static_cast<int>(op->kind)), r, op->tag, r))));
-    }
+    lose(r, fmt::format("rank {} died (its process closed our liveness socket)", r));
   }
+}
+
+void Transport::lose(int r, const std::string& why) {
+  if (lost_[r]) return;
+  lost_[r] = true;
+  for (auto& [ptr, op] : inflight_) {
+    if (op->peer != r || op->done) continue;
+    abort(*op, std::make_exception_ptr(PeerLost(fmt::format(
+                   "ofi: {} rank {} tag {:#x}: {}", kind_name(static_cast<int>(op->kind)), r,
+                   op->tag, why))));
+  }
+}
+
+void Transport::drop(int peer) {
+  if (peer < 0 || peer >= world_size_ || peer == rank_) return;
+  if (lost_until_dropped_[peer]) {
+    lost_until_dropped_[peer] = false;  // the old process given up: the new one may be talked to
+    return;
+  }
+  dropped_[peer] = true;
+  liveness_.drop(peer);
+}
+
+void Transport::revive(int r, std::vector<std::byte> blob) {
+  if (r < 0 || r >= world_size_ || r == rank_) return;
+  // The old process is gone, whether or not we had seen it go.
+  lose(r, fmt::format("rank {} was restarted", r));
+  liveness_.take_address(r, blob, "ofi");
+  fi_addr_t addr = FI_ADDR_UNSPEC;
+  const int inserted = fi_av_insert(av_.get(), blob.data(), 1, &addr, 0, nullptr);
+  if (inserted != 1) {
+    throw TransportError(fmt::format("ofi: fi_av_insert of restarted rank {}'s name failed ({})",
+                                     r, inserted < 0 ? fi_strerror(-inserted) : "not inserted"));
+  }
+  // The old entry goes, and with it what the provider kept for the old process (rxm's
+  // connection); a provider that cannot remove it keeps an entry nobody sends to.
+  fi_addr_t old = addrs_[r];
+  (void)fi_av_remove(av_.get(), &old, 1, 0);
+  addrs_[r] = addr;
+  lost_[r] = false;
+  lost_until_dropped_[r] = !dropped_[r];
+  dropped_[r] = false;
+  liveness_.renew(r);
+  liveness_.watch(r);
+  spdlog::info("ofi: rank {}: rank {} was restarted and met us again; its new endpoint is in "
+               "the address vector", rank_, r);
 }
 
 }  // namespace murmur::transport::ofi

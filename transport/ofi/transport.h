@@ -30,6 +30,7 @@
 #include "core/config.h"
 #include "transport/bootstrap.h"
 #include "transport/liveness.h"
+#include "transport/restarts.h"
 #include "transport/ofi/check.h"
 #include "transport/ofi/slots.h"
 #include "transport/transport.h"
@@ -43,6 +44,11 @@ class Transport final : public transport::Transport {
   // matches or a call fails, PeerLost if a rank misses the exchange deadline.
   Transport(const TransportConfig& config, int rank, int world_size, Bootstrap& bootstrap);
   ~Transport() override;
+
+  // Keeps the bootstrap for the rest of the run (the one the constructor used): a rank restarted
+  // into the run then meets us again through it, and progress() puts its new endpoint name in
+  // the AV (revive). Without one, a restarted rank finds nobody to meet.
+  void keep_bootstrap(std::unique_ptr<Bootstrap> bootstrap) { restarts_.keep(std::move(bootstrap)); }
 
   int rank() const override { return rank_; }
   int world_size() const override { return world_size_; }
@@ -66,8 +72,9 @@ class Transport final : public transport::Transport {
   std::optional<Clock::duration> silent_for(int peer) const override {
     return liveness_.silent_for(peer);
   }
-  // Closes the liveness sockets between us and `peer`: it finds us lost at once.
-  void drop(int peer) override { liveness_.drop(peer); }
+  // Closes the liveness sockets between us and `peer`: it finds us lost at once. For a revived
+  // rank whose old process had not been dropped, it is that drop (lost_until_dropped_).
+  void drop(int peer) override;
 
   Tag max_tag() const { return max_tag_; }
   int tag_bits() const override { return kind_shift_; }
@@ -130,6 +137,11 @@ class Transport final : public transport::Transport {
   void settle(Op& op);
   void abort(Op& op, std::exception_ptr error);
   void check_liveness();
+  // Fails every pending request of rank `r` with a PeerLost saying `why`, and marks it lost.
+  void lose(int r, const std::string& why);
+  // Rank `r` was restarted and sent `blob` (its liveness prefix and endpoint name): fails what
+  // was pending with its old process and addresses the new one from now on.
+  void revive(int r, std::vector<std::byte> blob);
 
   int rank_;
   int world_size_;
@@ -154,6 +166,12 @@ class Transport final : public transport::Transport {
   std::deque<Post> posts_;
   transport::Liveness liveness_;
   std::vector<bool> lost_;         // by rank: its requests have been failed
+  std::vector<bool> dropped_;  // by rank: drop() was called for its current process
+  // By rank: revived before the caller gave the old process up (drop): every request fails as
+  // if it were still lost until it does, so that it marks the rank dead before it talks to the
+  // new process; that drop is about the old process, and does not cut the new one off.
+  std::vector<bool> lost_until_dropped_;
+  Restarts restarts_;  // the kept bootstrap (keep_bootstrap), for restarted ranks
   std::uint64_t bytes_sent_ = 0;
   std::uint64_t bytes_received_ = 0;
 };

@@ -3,6 +3,7 @@
 #include <cstring>
 
 #include <fmt/format.h>
+#include <spdlog/spdlog.h>
 
 #include "core/error.h"
 #include "transport/frame.h"
@@ -61,6 +62,68 @@ std::vector<std::vector<std::byte>> TcpBootstrap::exchange(std::span<const int> 
   }
   for (std::size_t i = 0; i < sends.size(); ++i) wait_for(sends[i], peers[i / 2], "acknowledgement");
   return blobs;
+}
+
+std::vector<Bootstrap::Met> TcpBootstrap::answer(std::span<const int> peers,
+                                                 std::span<const std::byte> mine) {
+  // The tags of a first exchange (round 0), which a restarted rank starts with.
+  constexpr Tag kSizeTag = 0, kBlobTag = 1;
+  // A rank that is still dead fails a receive at once: ask again this much later.
+  constexpr auto kRetry = std::chrono::milliseconds(100);
+  std::vector<Met> met;
+  const Clock::time_point now = Clock::now();
+  // test() rethrows a failure; here every failure means "not (or no longer) coming".
+  auto finished = [&](Request& r) {
+    try {
+      return transport_.test(r) ? 1 : 0;
+    } catch (const std::exception&) {
+      return -1;
+    }
+  };
+  for (int peer : peers) {
+    Answering& a = answering_[peer];
+    std::erase_if(a.sends, [&](Request& r) { return finished(r) != 0; });
+    if (!a.size_recv.valid()) {
+      if (now < a.next_post) continue;
+      a.size_in = std::make_unique<Region>(a.size);
+      a.size_recv = transport_.recv(peer, kSizeTag, *a.size_in, {0, a.size.size()});
+    }
+    if (!a.blob_recv.valid()) {
+      const int done = finished(a.size_recv);
+      if (done < 0) {
+        a.size_recv = {};
+        a.next_post = now + kRetry;
+      }
+      if (done <= 0) continue;
+      const auto n = load_le<std::uint64_t>(a.size.data());
+      if (n > kMaxBlob) {
+        spdlog::warn("bootstrap: rank {}: rank {} announced a blob of {} bytes; not answered",
+                     rank(), peer, n);
+        a.size_recv = {};
+        continue;
+      }
+      a.blob.assign(n, std::byte{0});
+      a.blob_in = std::make_unique<Region>(a.blob);
+      a.blob_recv = transport_.recv(peer, kBlobTag, *a.blob_in, {0, n});
+    }
+    const int done = finished(a.blob_recv);
+    if (done == 0) continue;
+    a.size_recv = {};
+    a.blob_recv = {};
+    if (done < 0) continue;
+    // Our reply, as exchange() on the other end awaits it; its buffers live in `a` until sent.
+    for (Request& r : a.sends) transport_.cancel(r);  // a reply to an earlier restart, if still out
+    a.sends.clear();
+    a.reply.assign(mine.begin(), mine.end());
+    store_le<std::uint64_t>(a.reply_size.data(), a.reply.size());
+    a.reply_out.clear();
+    a.reply_out.push_back(std::make_unique<Region>(a.reply_size));
+    a.reply_out.push_back(std::make_unique<Region>(a.reply));
+    a.sends.push_back(transport_.send(peer, kSizeTag, *a.reply_out[0], {0, a.reply_size.size()}));
+    a.sends.push_back(transport_.send(peer, kBlobTag, *a.reply_out[1], {0, a.reply.size()}));
+    met.push_back(Met{peer, a.blob});
+  }
+  return met;
 }
 
 }  // namespace murmur::transport

@@ -2,9 +2,12 @@
 // tcp::Transport of its own. It listens and publishes its address under the file prefix
 // "bootstrap-" of the rendezvous directory (or on this rank's entry of a static list), connects
 // only to the ranks passed to exchange(), and so inherits the authenticated handshake, the frame
-// checks and the timeouts of the tcp backend. Thread-compatible.
+// checks and the timeouts of the tcp backend. Kept by the ucx and ofi transports for the whole
+// run, so that a restarted rank finds it listening (answer). Thread-compatible.
 #pragma once
 
+#include <array>
+#include <map>
 #include <memory>
 
 #include "core/config.h"
@@ -28,10 +31,31 @@ class TcpBootstrap final : public Bootstrap {
   std::vector<std::vector<std::byte>> exchange(std::span<const int> peers,
                                                std::span<const std::byte> mine,
                                                Deadline deadline) override;
+  // Keeps a receive posted, per rank of `peers`, for the first message of a restarted rank's
+  // first exchange (tag 0: tcp takes a restarted rank back on a fresh connection, and the old
+  // one's tag 0 was taken at setup). A blob over 64 MiB is refused with a warning.
+  std::vector<Met> answer(std::span<const int> peers, std::span<const std::byte> mine) override;
 
  private:
-  tcp::Transport transport_;
+  // One rank's answer in the making: its size, then its blob, then our reply on their way.
+  struct Answering {
+    std::array<std::byte, 8> size{};
+    std::unique_ptr<Region> size_in;
+    Request size_recv;
+    std::vector<std::byte> blob;
+    std::unique_ptr<Region> blob_in;
+    Request blob_recv;
+    std::array<std::byte, 8> reply_size{};
+    std::vector<std::byte> reply;
+    std::vector<std::unique_ptr<Region>> reply_out;
+    std::vector<Request> sends;
+    Clock::time_point next_post{};  // after a failed receive (the rank is still dead)
+  };
+
+  // Before transport_, which goes first: its I/O thread may write into these until it stops.
+  std::map<int, Answering> answering_;
   Tag round_ = 0;  // each exchange() uses fresh tags, so rounds never mix
+  tcp::Transport transport_;
 };
 
 }  // namespace murmur::transport

@@ -68,8 +68,9 @@ Transport::Transport(const TransportConfig& config, int rank, int world_size,
   std::span<const std::byte> mine(reinterpret_cast<const std::byte*>(raw_address), address_size);
 
   const Deadline deadline = deadline_after(std::chrono::milliseconds(config.connect_timeout_ms));
-  std::vector<std::vector<std::byte>> theirs =
-      bootstrap.exchange(peers, liveness_.prefixed(mine, config.host), deadline);
+  const std::vector<std::byte> blob = liveness_.prefixed(mine, config.host);
+  restarts_.remember(peers, blob);
+  std::vector<std::vector<std::byte>> theirs = bootstrap.exchange(peers, blob, deadline);
   if (theirs.size() != peers.size()) {
     throw TransportError(fmt::format("ucx: bootstrap returned {} addresses for {} peers",
                                      theirs.size(), peers.size()));
@@ -88,41 +89,7 @@ void Transport::connect_all(std::span<const int> peers,
       throw TransportError(fmt::format("ucx: bad peer list entry {} (rank {} of {})", r, rank_,
                                        world_size_));
     }
-    auto peer = std::make_unique<Peer>();
-    peer->owner = this;
-    peer->rank = r;
-    ucp_ep_params_t ep_params{};
-    ep_params.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS |
-                           UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE | UCP_EP_PARAM_FIELD_ERR_HANDLER;
-    ep_params.address = reinterpret_cast<const ucp_address_t*>(addrs[i].data());
-    ep_params.err_mode = UCP_ERR_HANDLING_MODE_PEER;
-    ep_params.err_handler.cb = &Transport::on_peer_error;
-    ep_params.err_handler.arg = peer.get();
-    if (!peer_failure_) {
-      // transport.ucx_peer_failure: false. Mode NONE lets UCX use posix/sysv shared memory
-      // (faster for small and medium messages on one host); a dead peer is then a timeout.
-      ep_params.err_mode = UCP_ERR_HANDLING_MODE_NONE;
-      ep_params.field_mask &= ~UCP_EP_PARAM_FIELD_ERR_HANDLER;
-    }
-    ucs_status_t status = ucp_ep_create(worker_.get(), &ep_params, &peer->ep);
-    peer->handles_errors = peer_failure_ && status == UCS_OK;
-    if (status == UCS_ERR_UNREACHABLE && peer_failure_) {
-      // UCX 1.13's shared-memory transports (posix, sysv) have no peer-failure handler, so
-      // PEER mode finds no lane when UCX_TLS names only those. Connect without it: a dead
-      // peer then shows as a wait that reaches its deadline, not as PeerLost.
-      ep_params.field_mask &= ~(UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE |
-                                UCP_EP_PARAM_FIELD_ERR_HANDLER);
-      status = ucp_ep_create(worker_.get(), &ep_params, &peer->ep);
-      if (status == UCS_OK && !warned_no_failure_detection_) {
-        warned_no_failure_detection_ = true;
-        spdlog::warn("ucx: rank {}: no transport in UCX_TLS detects peer failure; a lost peer "
-                     "will only show as a timeout", rank_);
-      }
-    }
-    if (status != UCS_OK) {
-      throw_ucs(status, "ucp_ep_create(worker_.get(), &ep_params, &peer->ep)", __FILE__, __LINE__);
-    }
-    peers_[r] = std::move(peer);
+    peers_[r] = make_peer(r, addrs[i]);
   }
   // Flushing each endpoint completes the wire-up now, so that a missing peer shows at setup
   // and the first timed transfer does not pay for it.
@@ -149,6 +116,44 @@ void Transport::connect_all(std::span<const int> peers,
                                  ucs_status_string(status)));
     }
   }
+}
+
+std::unique_ptr<Transport::Peer> Transport::make_peer(int r, std::span<const std::byte> address) {
+  auto peer = std::make_unique<Peer>();
+  peer->owner = this;
+  peer->rank = r;
+  ucp_ep_params_t ep_params{};
+  ep_params.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS |
+                         UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE | UCP_EP_PARAM_FIELD_ERR_HANDLER;
+  ep_params.address = reinterpret_cast<const ucp_address_t*>(address.data());
+  ep_params.err_mode = UCP_ERR_HANDLING_MODE_PEER;
+  ep_params.err_handler.cb = &Transport::on_peer_error;
+  ep_params.err_handler.arg = peer.get();
+  if (!peer_failure_) {
+    // transport.ucx_peer_failure: false. Mode NONE lets UCX use posix/sysv shared memory
+    // (faster for small and medium messages on one host); a dead peer is then a timeout.
+    ep_params.err_mode = UCP_ERR_HANDLING_MODE_NONE;
+    ep_params.field_mask &= ~UCP_EP_PARAM_FIELD_ERR_HANDLER;
+  }
+  ucs_status_t status = ucp_ep_create(worker_.get(), &ep_params, &peer->ep);
+  peer->handles_errors = peer_failure_ && status == UCS_OK;
+  if (status == UCS_ERR_UNREACHABLE && peer_failure_) {
+    // UCX 1.13's shared-memory transports (posix, sysv) have no peer-failure handler, so
+    // PEER mode finds no lane when UCX_TLS names only those. Connect without it: a dead
+    // peer then shows as a wait that reaches its deadline, not as PeerLost.
+    ep_params.field_mask &= ~(UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE |
+                              UCP_EP_PARAM_FIELD_ERR_HANDLER);
+    status = ucp_ep_create(worker_.get(), &ep_params, &peer->ep);
+    if (status == UCS_OK && !warned_no_failure_detection_) {
+      warned_no_failure_detection_ = true;
+      spdlog::warn("ucx: rank {}: no transport in UCX_TLS detects peer failure; a lost peer "
+                   "will only show as a timeout", rank_);
+    }
+  }
+  if (status != UCS_OK) {
+    throw_ucs(status, "ucp_ep_create(worker_.get(), &ep_params, &peer->ep)", __FILE__, __LINE__);
+  }
+  return peer;
 }
 
 Transport::~Transport() {

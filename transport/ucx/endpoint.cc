@@ -3,8 +3,10 @@
 #include "transport/ucx/transport.h"
 
 #include <algorithm>
+#include <utility>
 
 #include <fmt/format.h>
+#include <spdlog/spdlog.h>
 
 #include "core/error.h"
 #include "transport/ucx/region.h"
@@ -61,7 +63,7 @@ Request Transport::send(int peer, Tag tag, const transport::Region& from, ByteRa
   op->tag = tag;
   op->bytes = range.size;
   // A rank lost before: the request fails at its first test(), with the loss, as any other.
-  if (p.lost) return track(std::move(op), UCS_STATUS_PTR(UCS_ERR_CONNECTION_RESET), 0);
+  if (std::exception_ptr loss = loss_for(p)) return failed(std::move(op), loss);
   ucp_request_param_t param{};
   param.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
   param.cb.send = &Transport::on_send;
@@ -76,13 +78,13 @@ Request Transport::send(int peer, Tag tag, const transport::Region& from, ByteRa
 }
 
 Request Transport::recv(int peer, Tag tag, transport::Region& into, ByteRange range) {
-  const Peer& p = peer_for(peer, "recv");
+  Peer& p = peer_for(peer, "recv");
   check_range(into, range, "recv");
   auto op = std::make_shared<Op>();
   op->kind = Kind::kRecv;
   op->peer = peer;
   op->tag = tag;
-  if (p.lost) return track(std::move(op), UCS_STATUS_PTR(UCS_ERR_CONNECTION_RESET), 0);
+  if (std::exception_ptr loss = loss_for(p)) return failed(std::move(op), loss);
   // Posting at most max_frame bytes makes UCX refuse a longer message (truncation) before it
   // lands anywhere but this buffer.
   op->capacity = std::min(range.size, max_frame_);
@@ -115,7 +117,7 @@ Request Transport::put(int peer, const transport::Region& from, ByteRange range,
   op->kind = Kind::kPut;
   op->peer = peer;
   op->bytes = range.size;
-  if (p.lost) return track(std::move(op), UCS_STATUS_PTR(UCS_ERR_CONNECTION_RESET), 0);
+  if (std::exception_ptr loss = loss_for(p)) return failed(std::move(op), loss);
   ucp_rkey_h rkey = remote_key_for(p, key.packed);
   ucp_request_param_t param{};
   param.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
@@ -203,6 +205,62 @@ void Transport::progress() {
   }
   check_liveness();
   sweep();
+  if (!closed_) restarts_.poll("ucx", rank_, [this](int r, std::vector<std::byte> blob) {
+    revive(r, std::move(blob));
+  });
+}
+
+std::exception_ptr Transport::loss_for(Peer& p) {
+  if (p.lost) return p.lost;
+  return p.lost_until_dropped;
+}
+
+Request Transport::failed(std::shared_ptr<Op> op, std::exception_ptr error) {
+  // A rank lost before: the request fails at its first test(), with the loss, as any other.
+  op->owner = this;
+  op->error = std::move(error);
+  op->done.store(true, std::memory_order_release);
+  return Request(std::move(op));
+}
+
+void Transport::drop(int peer) {
+  if (peer < 0 || peer >= world_size_ || !peers_[peer]) return;
+  Peer& p = *peers_[peer];
+  if (p.lost_until_dropped) {
+    p.lost_until_dropped = nullptr;  // the old process given up: the new one may be talked to
+    return;
+  }
+  p.dropped = true;
+  liveness_.drop(peer);
+}
+
+void Transport::revive(int r, std::vector<std::byte> blob) {
+  if (r < 0 || r >= world_size_ || !peers_[r]) return;
+  Peer* old = peers_[r].get();
+  // The old process is gone, whether or not we had seen it go: what was pending with it fails
+  // (sweep), and its endpoint is closed.
+  if (old->failure == UCS_OK) {
+    old->failure = UCS_ERR_CONNECTION_RESET;
+    old->restarted = true;
+    failed_.push_back(old);
+  }
+  sweep();
+  if (old->ep != nullptr) {
+    // Mode NONE (never closed by force): a plain close, which UCX finishes on its own.
+    ucp_request_param_t param{};
+    ucs_status_ptr_t req = ucp_ep_close_nbx(old->ep, &param);
+    if (req != nullptr && !UCS_PTR_IS_ERR(req)) ucp_request_free(req);
+    old->ep = nullptr;
+  }
+  liveness_.take_address(r, blob, "ucx");
+  std::exception_ptr loss = old->dropped ? nullptr : old->lost;
+  retired_.push_back(std::move(peers_[r]));
+  peers_[r] = make_peer(r, blob);
+  peers_[r]->lost_until_dropped = loss;
+  liveness_.renew(r);
+  liveness_.watch(r);
+  spdlog::info("ucx: rank {}: rank {} was restarted and met us again; connected to its new "
+               "process", rank_, r);
 }
 
 void Transport::check_liveness() {
@@ -223,9 +281,9 @@ void Transport::sweep() {
     Peer* peer = failed_.back();
     failed_.pop_back();
     peer->lost = std::make_exception_ptr(PeerLost(
-        peer->by_liveness
-            ? fmt::format("ucx: rank {} lost: its process closed our liveness socket", peer->rank)
-            : fmt::format("ucx: rank {} lost: {}", peer->rank, ucs_status_string(peer->failure))));
+        peer->restarted      ? fmt::format("ucx: rank {} lost: it was restarted", peer->rank)
+        : peer->by_liveness ? fmt::format("ucx: rank {} lost: its process closed our liveness socket", peer->rank)
+                            : fmt::format("ucx: rank {} lost: {}", peer->rank, ucs_status_string(peer->failure))));
     for (auto& [op, state] : inflight_) {
       if (op->peer != peer->rank) continue;
       if (op->kind == Kind::kRecv && op->ucp[0] != nullptr) {

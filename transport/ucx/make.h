@@ -1,6 +1,7 @@
 // Entry point of the ucx backend, called by transport/factory.cc when the config asks for "ucx".
-// The returned Transport belongs to the caller and is driven by one thread; the Bootstrap is used
-// only during construction (to swap UCX worker addresses with the other ranks).
+// The returned Transport belongs to the caller and is driven by one thread. A Bootstrap passed by
+// reference is used only during construction (to swap UCX worker addresses with the other ranks);
+// one passed by ownership stays for the run, so that a restarted rank can meet us again.
 #pragma once
 
 #include <memory>
@@ -22,5 +23,8 @@ std::unique_ptr<Transport> make_transport(const TransportConfig& config, int ran
 // name this rank in its own list.
 std::unique_ptr<Transport> make_transport(const TransportConfig& config, int rank, int world_size,
                                           Bootstrap& bootstrap, std::span<const int> peers);
+// Connected to every other rank, keeping `bootstrap` to answer restarted ranks with.
+std::unique_ptr<Transport> make_transport(const TransportConfig& config, int rank, int world_size,
+                                          std::unique_ptr<Bootstrap> bootstrap);
 
 }  // namespace murmur::transport::ucx

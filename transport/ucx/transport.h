@@ -28,6 +28,7 @@
 #include "core/config.h"
 #include "transport/bootstrap.h"
 #include "transport/liveness.h"
+#include "transport/restarts.h"
 #include "transport/transport.h"
 #include "transport/ucx/check.h"
 
@@ -41,6 +42,11 @@ class Transport final : public transport::Transport {
   Transport(const TransportConfig& config, int rank, int world_size, Bootstrap& bootstrap,
             std::span<const int> peers);
   ~Transport() override;
+
+  // Keeps the bootstrap for the rest of the run (it must be the one the constructor used): a
+  // peer restarted into the run then meets us again through it, and progress() gives it a new
+  // endpoint (revive). Without one, a restarted peer finds nobody to meet.
+  void keep_bootstrap(std::unique_ptr<Bootstrap> bootstrap) { restarts_.keep(std::move(bootstrap)); }
 
   // Flushes and closes every endpoint (pending operations are failed). Throws TransportError
   // if UCX reports an error other than a lost peer; the destructor calls it and swallows that.
@@ -65,8 +71,9 @@ class Transport final : public transport::Transport {
   std::optional<Clock::duration> silent_for(int peer) const override {
     return liveness_.silent_for(peer);
   }
-  // Closes the liveness sockets between us and `peer`: it finds us lost at once.
-  void drop(int peer) override { liveness_.drop(peer); }
+  // Closes the liveness sockets between us and `peer`: it finds us lost at once. For a revived
+  // rank whose old process had not been dropped, it is that drop (Peer::lost_until_dropped).
+  void drop(int peer) override;
   std::uint64_t bytes_sent() const override { return bytes_sent_; }
   std::uint64_t bytes_received() const override { return bytes_received_; }
 
@@ -94,7 +101,14 @@ class Transport final : public transport::Transport {
     ucs_status_t failure = UCS_OK;  // set by err_cb (or check_liveness)
     bool by_liveness = false;       // the loss came from the liveness socket, not from UCX
     bool handles_errors = false;    // made in error mode PEER: may be closed by force
+    bool restarted = false;         // the loss: a new process of its rank met us (revive)
     std::exception_ptr lost;        // PeerLost, built on the driving thread from `failure`
+    bool dropped = false;           // drop() was called for this process
+    // Revived before the caller gave the old process up (drop): every request fails with the
+    // old loss until it does, so that it marks the rank dead before it talks to the new process
+    // (and membership then takes it back); that drop is about the old process, and does not cut
+    // the new one off.
+    std::exception_ptr lost_until_dropped;
   };
 
   static void on_send(void* request, ucs_status_t status, void* user_data);
@@ -107,12 +121,21 @@ class Transport final : public transport::Transport {
   void check_range(const transport::Region& region, ByteRange range, const char* what) const;
   // Registers `op` with its UCX request (or its immediate result) and returns the handle.
   Request track(std::shared_ptr<Op> op, ucs_status_ptr_t result, int slot);
+  // A request that fails with `error` at its first test().
+  Request failed(std::shared_ptr<Op> op, std::exception_ptr error);
   void progress();
   void check_liveness();
   void sweep();
   void finish(Op& op);
   void connect_all(std::span<const int> peers, std::span<const std::vector<std::byte>> addrs,
                    Deadline deadline);
+  // An endpoint to rank `r` at worker `address`, in the error mode the config asks for.
+  std::unique_ptr<Peer> make_peer(int r, std::span<const std::byte> address);
+  // Rank `r` was restarted and sent `blob` (its liveness prefix and worker address): fails what
+  // was pending with its old process, closes the old endpoint, connects to the new worker.
+  void revive(int r, std::vector<std::byte> blob);
+  // The stored loss of `p` for a new request, if any (lost, or lost_until_dropped).
+  std::exception_ptr loss_for(Peer& p);
   void close_endpoints(Deadline deadline, bool force) noexcept;
   ucp_rkey_h remote_key_for(Peer& peer, std::span<const std::byte> packed);
 
@@ -128,6 +151,9 @@ class Transport final : public transport::Transport {
   Context context_;
   Worker worker_;
   std::vector<std::unique_ptr<Peer>> peers_;  // by rank; null for ranks not connected
+  // Endpoints of processes that were restarted: UCX may still call back with their address.
+  std::vector<std::unique_ptr<Peer>> retired_;
+  Restarts restarts_;  // the kept bootstrap (keep_bootstrap), for restarted ranks
   std::map<std::pair<int, std::vector<std::byte>>, RemoteKey> rkeys_;  // unpacked per peer
   std::unordered_map<Op*, std::shared_ptr<Op>> inflight_;
   std::vector<Op*> completed_;   // filled by callbacks during progress, drained by sweep
