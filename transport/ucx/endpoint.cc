@@ -224,13 +224,12 @@ Request Transport::failed(std::shared_ptr<Op> op, std::exception_ptr error) {
 }
 
 void Transport::drop(int peer) {
-  if (peer < 0 || peer >= world_size_ || !peers_[peer]) return;
-  Peer& p = *peers_[peer];
-  if (p.lost_until_dropped) {
-    p.lost_until_dropped = nullptr;  // the old process given up: the new one may be talked to
+  Peer* p = (peer >= 0 && peer < world_size_) ? peers_[peer].get() : nullptr;
+  if (p != nullptr && p->lost_until_dropped) {
+    p->lost_until_dropped = nullptr;  // the old process given up: the new one may be talked to
     return;
   }
-  p.dropped = true;
+  if (p != nullptr) p->dropped = true;
   liveness_.drop(peer);
 }
 

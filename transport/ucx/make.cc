@@ -6,13 +6,22 @@
 
 namespace murmur::transport::ucx {
 
-std::unique_ptr<transport::Transport> make_transport(const TransportConfig& config, int rank,
-                                                     int world_size, Bootstrap& bootstrap) {
+namespace {
+
+std::vector<int> all_but(int rank, int world_size) {
   std::vector<int> peers;
   for (int r = 0; r < world_size; ++r) {
     if (r != rank) peers.push_back(r);
   }
-  return std::make_unique<Transport>(config, rank, world_size, bootstrap, peers);
+  return peers;
+}
+
+}  // namespace
+
+std::unique_ptr<transport::Transport> make_transport(const TransportConfig& config, int rank,
+                                                     int world_size, Bootstrap& bootstrap) {
+  return std::make_unique<Transport>(config, rank, world_size, bootstrap,
+                                     all_but(rank, world_size));
 }
 
 std::unique_ptr<transport::Transport> make_transport(const TransportConfig& config, int rank,
@@ -24,11 +33,8 @@ std::unique_ptr<transport::Transport> make_transport(const TransportConfig& conf
 std::unique_ptr<transport::Transport> make_transport(const TransportConfig& config, int rank,
                                                      int world_size,
                                                      std::unique_ptr<Bootstrap> bootstrap) {
-  std::vector<int> peers;
-  for (int r = 0; r < world_size; ++r) {
-    if (r != rank) peers.push_back(r);
-  }
-  auto t = std::make_unique<Transport>(config, rank, world_size, *bootstrap, peers);
+  auto t = std::make_unique<Transport>(config, rank, world_size, *bootstrap,
+                                       all_but(rank, world_size));
   t->keep_bootstrap(std::move(bootstrap));
   return t;
 }
