@@ -51,6 +51,9 @@ class JoinResponder {
   void poll(std::int64_t step) { poll(step, step); }
   // kAgreed: true while some rank has been answered and its commit has not arrived.
   bool awaiting_commit() const { return !committing_.empty(); }
+  // True iff poll() has anything to do with the Transport: a dead rank to listen for, or a
+  // commit to wait for.
+  bool has_work() const { return awaiting_commit() || !live_.dead_ranks().empty(); }
   // The margin an answer would propose now: drift + fastest pace x peer timeout.
   std::int64_t margin() const;
 

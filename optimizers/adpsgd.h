@@ -33,6 +33,7 @@ class Adpsgd final : public Averaging {
   ~Adpsgd() override;
   void after_step(std::int64_t step) override;
   void flush() override;
+  bool in_flight() const override { return pending_; }
 
  private:
   void apply_pending();

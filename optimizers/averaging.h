@@ -72,6 +72,11 @@ class Averaging {
   // step is counted on this clock.
   virtual std::int64_t live_clock(std::int64_t step) const { return step; }
 
+  // True while an exchange runs on the algorithm's communication thread (from after_step() until
+  // the next after_step() or flush() completes it): meanwhile that thread is the Transport's
+  // only user, and the runtime must flush() before it touches the Transport itself.
+  virtual bool in_flight() const { return false; }
+
  protected:
   AveragingStats stats_;
 };

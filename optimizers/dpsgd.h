@@ -29,6 +29,7 @@ class Dpsgd final : public Averaging {
   ~Dpsgd() override;
   void after_step(std::int64_t step) override;
   void flush() override;
+  bool in_flight() const override { return pending_; }
 
  private:
   void apply_pending();  // overlap: waits for the exchange in flight and adds its correction
