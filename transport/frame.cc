@@ -40,7 +40,8 @@ FrameHeader decode(const FrameBytes& b, std::uint64_t max_frame_bytes, std::stri
   FrameHeader h;
   auto kind = load_le<std::uint16_t>(&b[kKindAt]);
   if (kind != static_cast<std::uint16_t>(FrameKind::kData) &&
-      kind != static_cast<std::uint16_t>(FrameKind::kHeartbeat)) {
+      kind != static_cast<std::uint16_t>(FrameKind::kHeartbeat) &&
+      kind != static_cast<std::uint16_t>(FrameKind::kAbort)) {
     throw fail(fmt::format("unknown frame kind {}", kind));
   }
   h.kind = static_cast<FrameKind>(kind);
@@ -60,6 +61,10 @@ FrameHeader decode(const FrameBytes& b, std::uint64_t max_frame_bytes, std::stri
   }
   if (h.kind == FrameKind::kHeartbeat && (h.tag | h.length | h.offset | h.total) != 0) {
     throw fail("a heartbeat with a tag, a length, an offset or a total");
+  }
+  if (h.kind == FrameKind::kAbort && (h.length != 0 || h.offset == 0 || h.offset >= h.total)) {
+    throw fail(fmt::format("an abort with a payload, or at offset {} of a message of {} bytes "
+                           "(it must fall inside)", h.offset, h.total));
   }
   return h;
 }

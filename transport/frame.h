@@ -3,7 +3,9 @@
 // the payload. A message larger than transport.chunk_bytes travels as several frames of one tag,
 // in order. A heartbeat is a header alone (kind 2, every other field zero but the CRC), sent on
 // an idle connection so that the other end can tell a live peer that has nothing to say from a
-// dead or cut-off one. The CRC32C covers the header (with the crc field zero) and the payload, and is checked
+// dead or cut-off one. An abort (kind 3, a header alone: the tag, offset and total of a message
+// under way, length zero) says its sender cancelled that message after `offset` bytes: the rest
+// never comes, and the stream goes on with the next frame. The CRC32C covers the header (with the crc field zero) and the payload, and is checked
 // on receipt. Pure functions; thread-safe.
 #pragma once
 
@@ -21,7 +23,7 @@ inline constexpr std::uint32_t kFrameMagic = 0x464d524d;  // "MRMF"
 inline constexpr std::uint32_t kHandshakeMagic = 0x484d524d;  // "MRMH"
 inline constexpr std::uint16_t kWireVersion = 1;
 
-enum class FrameKind : std::uint16_t { kData = 1, kHeartbeat = 2 };
+enum class FrameKind : std::uint16_t { kData = 1, kHeartbeat = 2, kAbort = 3 };
 
 struct FrameHeader {
   FrameKind kind = FrameKind::kData;

@@ -1,4 +1,4 @@
-// Faults over every backend (tcp, ucx, ofi; the allreduce family not over tcp, see below) and
+// Faults over every backend (tcp, ucx, ofi) and
 // every algorithm of configs/, end to end with
 // murmur-launch --keep-going on the synthetic task:
 // - a peer killed at varied moments (at a step boundary; inside the next exchange or allreduce;
@@ -55,16 +55,7 @@ constexpr Moment kMoments[] = {
 void kill_one(const std::string& backend, const std::vector<std::string>& configs) {
   int i = 0;
   for (const std::string& config : configs) {
-    // Known bug, not fixed: AD-PSGD over ofi after a partner dies once ended a survivor with
-    // "ofi: recv from rank 0 ...: malformed head of 16 bytes" (a fresh-clone CI run).
-    if (backend == "ofi" && config == "adpsgd") continue;
     const Moment& moment = kMoments[(i++) % std::size(kMoments)];
-    // Over tcp only a kill at a step boundary: a kill mid-transfer there can split a later
-    // allreduce (the final average, or the agreement) as in the allreduce family (below), since
-    // a cancelled send closes its connection. Seen in 2 of 3 suite runs here under ctest -j2:
-    // gossip_random killed inside the final average ("no agreement on a ring of live ranks"),
-    // choco_topk killed a few steps on (rank 1 missing from the average). Known bug, not fixed.
-    if (backend == "tcp" && std::string_view(moment.kill) != "2:100") continue;
     const SyntheticRun run;
     const std::string path = std::string(MURMUR_SOURCE_DIR) + "/configs/" + config + ".yaml";
     // The config's algorithm and graph; the synthetic task's data, model and timeouts.
@@ -119,15 +110,11 @@ TEST_CASE("kill at any moment: gossip algorithms, every backend", "[faults][mult
   kill_one(backend, kGossip);
 }
 
-// Not over tcp: there, cancelling a transfer already on the wire closes the connection (its
-// stream would lose its framing), so a survivor whose ring broke mid-chunk looks dead to the
-// member it was sending to, and the final average can split (about one suite run in three
-// here). faults_test.cc kills an allreduce peer over tcp at a step boundary.
-TEST_CASE("kill at any moment: allreduce algorithms, every backend but tcp", "[faults][multiproc]") {
-  std::vector<std::string> rdma = backends();
-  std::erase(rdma, "tcp");
-  if (rdma.empty()) MURMUR_SKIP("this build has neither ucx nor ofi");
-  const std::string backend = GENERATE_COPY(from_range(rdma));
+// Over tcp too since a cancelled transfer ends at a frame boundary with an abort frame: when it
+// closed the connection, a survivor whose ring broke mid-chunk looked dead to the member it was
+// sending to, and the final average split (about one suite run in three here).
+TEST_CASE("kill at any moment: allreduce algorithms, every backend", "[faults][multiproc]") {
+  const std::string backend = GENERATE(from_range(backends()));
   kill_one(backend, kAllreduce);
 }
 

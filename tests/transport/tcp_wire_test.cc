@@ -94,6 +94,28 @@ class RawPeer {
     write(encode(h));
     write(payload);
   }
+  // One frame of a message of `total` bytes, its payload at `offset`.
+  void piece(Tag tag, std::span<const std::byte> payload, std::uint64_t offset, std::uint64_t total) {
+    FrameHeader h{FrameKind::kData, tag, payload.size(), offset, total, 0};
+    h.crc = payload_crc(header_crc(h), payload);
+    write(encode(h));
+    write(payload);
+  }
+  void abort(Tag tag, std::uint64_t offset, std::uint64_t total) {
+    FrameHeader h{FrameKind::kAbort, tag, 0, offset, total, 0};
+    h.crc = header_crc(h);
+    write(encode(h));
+  }
+  // The next frame that is not a heartbeat; its payload into `payload`. False at EOF.
+  bool next(FrameHeader* h, std::vector<std::byte>* payload) {
+    FrameBytes header;
+    do {
+      if (!read(header)) return false;
+      *h = decode(header, std::uint64_t{1} << 30, "rank 1");
+    } while (h->kind == FrameKind::kHeartbeat);
+    payload->resize(h->length);
+    return read(*payload);
+  }
 
  private:
   int fd_ = -1;
@@ -285,6 +307,87 @@ TEST_CASE("a ucx or ofi peer whose peer left the run in order is told so", "[tra
                                                    Catch::Contains("could not meet its peers"));
     std::filesystem::remove_all(dir);
   }
+}
+
+TEST_CASE("tcp: a recv cancelled mid-message discards the rest; the connection carries on",
+          "[transport][tcp]") {
+  Receiver rx("s3cret");
+  Request r = rx.transport.recv(0, 9, *rx.region, {0, 4096});
+  RawPeer peer(rx.transport.local_address());
+  peer.handshake("s3cret");
+  const std::vector<std::byte> half(1000, std::byte{1});
+  peer.piece(9, half, 0, 2000);
+  std::this_thread::sleep_for(murmur::testing::scaled(std::chrono::milliseconds(200)));
+  rx.transport.cancel(r);  // between the two frames: the first one landed in r
+  CHECK_THROWS_WITH(rx.transport.wait(r, soon()), Catch::Contains("cancelled"));
+  peer.piece(9, half, 1000, 2000);  // read and discarded
+  peer.frame(10, std::vector<std::byte>(500, std::byte{7}), false, 500);
+  Request next = rx.transport.recv(0, 10, *rx.region, {0, 4096});
+  REQUIRE(rx.transport.wait(next, soon()));  // before the abort frames: PeerLost, closed
+  CHECK(next.state()->bytes == 500);
+  CHECK(rx.buffer[499] == std::byte{7});
+}
+
+TEST_CASE("tcp: an abort frame ends the message under way; its recv waits for the next one",
+          "[transport][tcp]") {
+  Receiver rx("s3cret");
+  Request r = rx.transport.recv(0, 9, *rx.region, {0, 4096});
+  RawPeer peer(rx.transport.local_address());
+  peer.handshake("s3cret");
+  peer.piece(9, std::vector<std::byte>(1000, std::byte{1}), 0, 2000);
+  peer.abort(9, 1000, 2000);
+  peer.frame(9, std::vector<std::byte>(300, std::byte{5}), false, 300);
+  REQUIRE(rx.transport.wait(r, soon()));
+  CHECK(r.state()->bytes == 300);
+  CHECK(rx.buffer[0] == std::byte{5});
+  // An abort of a message that is not under way is a protocol error.
+  Request other = rx.transport.recv(0, 11, *rx.region, {0, 4096});
+  peer.may_be_refused = true;
+  peer.abort(11, 10, 20);
+  CHECK_THROWS_AS(rx.transport.wait(other, soon()), ProtocolError);
+}
+
+TEST_CASE("tcp: a send cancelled mid-message ends with an abort frame; the connection carries on",
+          "[transport][tcp]") {
+  Receiver rx("s3cret");
+  std::vector<std::byte> big(std::size_t{64} << 20, std::byte{3});  // far more than the socket holds
+  auto big_region = rx.transport.register_region(big);
+  RawPeer peer(rx.transport.local_address());
+  peer.handshake("s3cret");
+  std::atomic<bool> first{false}, cancelling{false};
+  std::vector<FrameHeader> seen;  // by the reader, read after join()
+  bool intact = true;
+  std::thread reader([&] {
+    FrameHeader h;
+    std::vector<std::byte> payload;
+    while (peer.next(&h, &payload)) {
+      seen.push_back(h);
+      if (h.kind == FrameKind::kData && payload_crc(header_crc(h), payload) != h.crc) intact = false;
+      if (h.tag == 13) return;  // the message after the cancelled one
+      if (!first.exchange(true)) {
+        // Hold the writer mid-message until the cancel has reached the I/O thread.
+        while (!cancelling) std::this_thread::yield();
+        std::this_thread::sleep_for(murmur::testing::scaled(std::chrono::milliseconds(100)));
+      }
+    }
+  });
+  Request s = rx.transport.send(0, 12, *big_region, {0, big.size()});
+  while (!first) std::this_thread::yield();
+  cancelling = true;
+  rx.transport.cancel(s);
+  CHECK_THROWS_WITH(rx.transport.wait(s, soon()), Catch::Contains("cancelled"));
+  Request after = rx.transport.send(0, 13, *rx.region, {0, 100});
+  CHECK(rx.transport.wait(after, soon()));
+  reader.join();
+  CHECK(intact);
+  REQUIRE(seen.size() >= 3);
+  const FrameHeader& abort = seen[seen.size() - 2];
+  CHECK(abort.kind == FrameKind::kAbort);
+  CHECK(abort.tag == 12);
+  CHECK(abort.offset < big.size());
+  CHECK(abort.offset == seen[seen.size() - 3].offset + seen[seen.size() - 3].length);
+  CHECK(seen.back().tag == 13);
+  CHECK(seen.back().length == 100);
 }
 
 }  // namespace

@@ -54,8 +54,23 @@ TEST_CASE("a heartbeat frame is a header alone", "[transport]") {
   with_tag.tag = 7;
   CHECK_THROWS_AS(decode(encode(with_tag), 1 << 20, "peer"), ProtocolError);
   FrameBytes unknown = encode(beat);
-  unknown[6] = std::byte{3};  // kind 3
-  CHECK_THROWS_WITH(decode(unknown, 1 << 20, "peer"), Catch::Contains("unknown frame kind 3"));
+  unknown[6] = std::byte{4};  // kind 4
+  CHECK_THROWS_WITH(decode(unknown, 1 << 20, "peer"), Catch::Contains("unknown frame kind 4"));
+}
+
+TEST_CASE("an abort frame is a header alone, inside its message", "[transport]") {
+  FrameHeader abort{FrameKind::kAbort, 9, 0, 1000, 2000, 0};
+  abort.crc = header_crc(abort);
+  FrameHeader d = decode(encode(abort), 1 << 20, "peer");
+  CHECK(d.kind == FrameKind::kAbort);
+  CHECK(d.offset == 1000);
+  CHECK(d.total == 2000);
+  for (auto [length, offset] : {std::pair{16, 1000}, std::pair{0, 0}, std::pair{0, 2000}}) {
+    FrameHeader bad = abort;
+    bad.length = length;
+    bad.offset = offset;
+    CHECK_THROWS_WITH(decode(encode(bad), 1 << 20, "peer"), Catch::Contains("abort"));
+  }
 }
 
 TEST_CASE("frame CRC covers the header and the payload", "[transport]") {

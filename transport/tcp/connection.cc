@@ -41,6 +41,15 @@ asio::awaitable<void> Context::write_loop(Peer& p) {
           p.last_progress = p.last_sent = Clock::now();
           sent_ += length;
           offset += length;
+          if (op->abandoned && offset < op->size) {
+            FrameHeader a{FrameKind::kAbort, op->tag, 0, offset, op->size, 0};
+            a.crc = header_crc(a);
+            FrameBytes abort = encode(a);
+            co_await asio::async_write(*socket, asio::buffer(abort), asio::use_awaitable);
+            if (p.generation != generation) co_return;
+            p.last_progress = p.last_sent = Clock::now();
+            break;
+          }
         } while (offset < op->size);
       }
     } catch (const boost::system::system_error& e) {
@@ -56,7 +65,7 @@ asio::awaitable<void> Context::write_loop(Peer& p) {
       break;
     }
     p.sends.pop_front();
-    complete(*op);
+    complete(*op, op->abandoned && offset < op->size ? cancelled_error() : nullptr);
   }
   p.writing = false;
   if (p.error) {
@@ -106,6 +115,22 @@ std::byte* Context::place(Peer& p, const FrameHeader& h) {
   }
   discard_.resize(std::max(discard_.size(), static_cast<std::size_t>(h.length)));
   return discard_.data();
+}
+
+void Context::abort_incoming(Peer& p, const FrameHeader& h) {
+  auto& in = p.incoming;
+  if (!in.active || in.tag != h.tag || in.received != h.offset || in.total != h.total) {
+    throw ProtocolError(fmt::format("{}: abort frame from {} (tag {}, offset {}) matches no message "
+                                    "being received", self(), p.describe(), h.tag, h.offset));
+  }
+  // Its bytes so far are garbage to it, but the next message of its tag starts at offset 0.
+  if (in.recv) {
+    p.recvs[in.tag].push_front(std::move(in.recv));
+  } else if (Unexpected* u = in.unexpected) {
+    if (u->claimed) p.recvs[u->tag].push_front(std::move(u->claimed));
+    std::erase_if(p.unexpected, [u](auto& x) { return x.get() == u; });
+  }
+  in = {};
 }
 
 void Context::deliver(Peer& p, const FrameHeader& h) {
@@ -158,6 +183,15 @@ asio::awaitable<void> Context::read_loop(Peer& p) {
         p.mid_frame = false;
         continue;
       }
+      if (h.kind == FrameKind::kAbort) {
+        if (header_crc(h) != h.crc) {
+          throw ProtocolError(fmt::format("{}: abort frame from {}: CRC32C mismatch", self(),
+                                          p.describe()));
+        }
+        abort_incoming(p, h);
+        p.mid_frame = false;
+        continue;
+      }
       std::byte* into = place(p, h);
       if (h.length > 0) {
         co_await asio::async_read(*socket, asio::buffer(into, h.length), asio::use_awaitable);
@@ -170,6 +204,10 @@ asio::awaitable<void> Context::read_loop(Peer& p) {
                                         "mismatch", self(), p.describe(), h.tag, h.offset, h.length));
       }
       received_ += h.length;
+      if (p.incoming.recv && p.incoming.recv->abandoned) {  // cancelled while this frame landed
+        complete(*p.incoming.recv, cancelled_error());
+        p.incoming.recv = nullptr;
+      }
       deliver(p, h);
     }
   } catch (const boost::system::system_error& e) {

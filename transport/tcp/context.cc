@@ -285,6 +285,7 @@ void Context::start_recv(const std::shared_ptr<RecvOp>& op) {
 
 void Context::cancel(const std::shared_ptr<RequestState>& state) {
   std::promise<void> done;
+  bool finishing = false;  // a frame of it is on the wire: its loop ends it after that frame
   asio::post(io_, [&] {
     if (state->done) return done.set_value();
     Peer& p = peer(state->peer);
@@ -295,19 +296,36 @@ void Context::cancel(const std::shared_ptr<RequestState>& state) {
     for (auto& u : p.unexpected) {
       if (u->claimed.get() == state.get()) u->claimed = nullptr;
     }
-    bool writing_it = p.writing && !p.sends.empty() && p.sends.front().get() == state.get();
-    if (!writing_it) std::erase_if(p.sends, [&](auto& op) { return op.get() == state.get(); });
-    if (writing_it || p.incoming.recv.get() == state.get()) {
-      fail(p, std::make_exception_ptr(PeerLost(fmt::format(
-                  "{}: connection to {} closed: a transfer in progress was cancelled", self(),
-                  p.describe()))));
+    // A transfer under way is not cut off mid-frame (the stream would lose its framing and the
+    // connection with it, and the peer would take us for dead): the frame on the wire ends, the
+    // rest of a send becomes an abort frame, the rest of a recv is read and discarded.
+    const bool writing_it =
+        p.writing && !p.sends.empty() && p.sends.front().get() == state.get();
+    if (writing_it) {
+      static_cast<SendOp&>(*state).abandoned = true;
+      finishing = true;
+    } else {
+      std::erase_if(p.sends, [&](auto& op) { return op.get() == state.get(); });
     }
-    if (!state->done) {
-      complete(*state, std::make_exception_ptr(TransportError(self() + ": request cancelled")));
+    if (p.incoming.recv.get() == state.get()) {
+      if (p.mid_frame) {
+        p.incoming.recv->abandoned = true;
+        finishing = true;
+      } else {
+        p.incoming.recv = nullptr;
+      }
     }
+    if (!finishing && !state->done) complete(*state, cancelled_error());
     done.set_value();
   });
   done.get_future().wait();
+  // Bounded: the frame completes, or the watchdog fails the stalled connection (and the op).
+  while (finishing && !wait(*state, deadline_after(std::chrono::seconds(1)))) {
+  }
+}
+
+std::exception_ptr Context::cancelled_error() const {
+  return std::make_exception_ptr(TransportError(self() + ": request cancelled"));
 }
 
 // --- tcp::Transport: argument checks, then the Context ---

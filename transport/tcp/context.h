@@ -31,10 +31,16 @@ struct SendOp : RequestState {
   const std::byte* data = nullptr;
   std::size_t size = 0;
   bool heartbeat = false;  // a header-only heartbeat frame (queued by the watchdog), no data
+  // Cancelled while its frames were being written: the writer ends it after the frame on the
+  // wire, and sends an abort frame instead of the rest.
+  bool abandoned = false;
 };
 struct RecvOp : RequestState {
   std::byte* data = nullptr;
   std::size_t capacity = 0;
+  // Cancelled while a frame was landing in `data`: the reader ends it once that frame is in,
+  // and discards the rest of the message.
+  bool abandoned = false;
 };
 
 // A message that arrived (or is arriving) before its recv was posted.
@@ -94,6 +100,7 @@ class Context {
   Request post_recv(int peer, Tag tag, std::byte* data, std::size_t capacity);
   bool wait(RequestState& op, Deadline deadline);
   void cancel(const std::shared_ptr<RequestState>& op);
+  std::exception_ptr cancelled_error() const;
 
   Peer& peer(int rank);
   void start_send(const std::shared_ptr<SendOp>& op);
@@ -122,6 +129,9 @@ class Context {
   asio::awaitable<void> watchdog();
   std::byte* place(Peer& p, const FrameHeader& h);
   void deliver(Peer& p, const FrameHeader& h);
+  // An abort frame: the message under way from `p` ends here, unfinished; a recv it was filling
+  // waits on for another message of its tag.
+  void abort_incoming(Peer& p, const FrameHeader& h);
   void heard(const Peer& p);           // a frame (or a connection attempt) from p, now
   void send_heartbeat(Peer& p);
   std::string self() const;  // "tcp: rank 0 (127.0.0.1:4000)"

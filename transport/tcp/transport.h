@@ -39,8 +39,10 @@ class Transport final : public transport::Transport {
   Request recv(int peer, Tag tag, Region& into, ByteRange range) override;
   bool test(Request& request) override;
   bool wait(Request& request, Deadline deadline) override;
-  // A recv whose bytes are being written, or a send partly written, cannot be taken back from
-  // the stream: cancelling one closes that connection (the peer sees PeerLost).
+  // A transfer under way ends at a frame boundary, the connection kept: a send partly written
+  // sends an abort frame instead of its rest (the peer's recv waits on for another message), a
+  // recv being filled discards the rest of its message. Waits for the frame on the wire, at
+  // most until the watchdog's transport.recv_timeout_ms fails a stalled connection.
   void cancel(Request& request) override;
   // Every connection carries a heartbeat frame when it has been idle for a fifth of
   // transport.peer_timeout_ms (at most a second), and every frame that arrives counts as heard.
