@@ -47,6 +47,26 @@ void LiveSet::revive(int r, std::int64_t from_step) {
   log().info("rank {}: rank {} rejoins from step {}", rank_, r, from_step);
 }
 
+void LiveSet::rejoined_from(std::int64_t step) {
+  std::lock_guard lock(mu_);
+  rejoined_from_ = step;
+  ++version_;
+}
+
+bool LiveSet::joins_at(std::int64_t step) const {
+  std::lock_guard lock(mu_);
+  if (rejoined_from_ == step) return true;
+  for (int r = 0; r < static_cast<int>(alive_from_.size()); ++r) {
+    if (r != rank_ && alive_from_[r] == step) return true;
+  }
+  return false;
+}
+
+bool LiveSet::rejoins_at(std::int64_t step) const {
+  std::lock_guard lock(mu_);
+  return rejoined_from_ == step;
+}
+
 std::vector<int> LiveSet::live_ranks(std::int64_t step) const {
   std::vector<int> out;
   std::lock_guard lock(mu_);

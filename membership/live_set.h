@@ -42,6 +42,14 @@ class LiveSet {
   void mark_dead(int r, std::string_view why);
   // Takes `r` back from `step` on (the step both sides agreed on); logs it.
   void revive(int r, std::int64_t from_step);
+  // This rank, restarted, takes part with the others again from `step` on (the agreed join step
+  // of membership/rejoin.h): at that step it brings no state of its own beyond the averaged data.
+  void rejoined_from(std::int64_t step);
+  // True iff a rank takes part again from exactly `step`: this one (rejoined_from) or one
+  // revived from it. The same on every rank of that step's average when the join was agreed.
+  bool joins_at(std::int64_t step) const;
+  // True iff this rank is one that takes part again from exactly `step`.
+  bool rejoins_at(std::int64_t step) const;
   // The ranks alive at `step`, this one included, ascending.
   std::vector<int> live_ranks(std::int64_t step) const;
   std::vector<int> dead_ranks() const;
@@ -64,6 +72,7 @@ class LiveSet {
   std::function<void(int)> on_dead_;
   mutable std::mutex mu_;                // guards every member below (leaf)
   std::vector<std::int64_t> alive_from_;  // per rank: first step it averages in; kDead if dead
+  std::int64_t rejoined_from_ = kAlways;  // this rank's agreed join step, if it rejoined
   std::uint64_t version_ = 0;
   std::uint64_t agreements_ = 0;
 };

@@ -43,6 +43,8 @@ class Live final : public Neighborhood {
       : Neighborhood(t), live_(live), allreduce_(t, live, options, ops) {}
 
   bool alive(int r, std::int64_t step) const override { return live_.alive(r, step); }
+  bool joins_at(std::int64_t round) const override { return live_.joins_at(round); }
+  bool rejoins_at(std::int64_t round) const override { return live_.rejoins_at(round); }
   std::vector<int> ranks(std::int64_t step) const override { return live_.live_ranks(step); }
   bool wait(transport::Request& request, const char* what) override {
     if (request.state()->done && !request.state()->error) return true;

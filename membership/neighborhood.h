@@ -43,6 +43,12 @@ class Neighborhood {
   // average was skipped (live: the survivors met at a later round), with `data` as it was.
   virtual bool average(transport::Region& region, std::span<float> data, transport::Tag tag,
                        std::int64_t round) = 0;
+  // True iff a rank takes part again from exactly `round` after an agreed rejoin (this one, or
+  // one it takes back): an algorithm with state beyond the averaged data (diloco's outer model)
+  // hands it over then. The same on every rank of that round. Strict: never.
+  virtual bool joins_at(std::int64_t round) const { return false; }
+  // True iff this rank is the one rejoining at `round`: it brings no such state.
+  virtual bool rejoins_at(std::int64_t round) const { return false; }
   // The live set (continue), else nullptr: for the runtime and the rejoin protocol only.
   virtual LiveSet* live() { return nullptr; }
 

@@ -269,9 +269,13 @@ RejoinResult rejoin(transport::Transport& transport, LiveSet& live, std::span<co
       if (j >= 0) j = agreed;
     }
   }
+  std::int64_t joined = -1;  // kAgreed: every j left is the agreed step
   for (const auto& [r, j] : revive) {
-    if (j >= 0) live.revive(r, j);
+    if (j < 0) continue;
+    live.revive(r, j);
+    joined = j;
   }
+  if (how == JoinStep::kAgreed && joined >= 0) live.rejoined_from(joined);
   log().info("rank {}: rejoined at step {}: parameters from {} live neighbor(s)",
              transport.rank(), result.step, result.answers);
   return result;

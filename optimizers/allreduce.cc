@@ -27,7 +27,7 @@ ExactAverage::ExactAverage(const AveragingContext& ctx)
 
 double ExactAverage::run(std::int64_t round) {
   Stopwatch watch;
-  hood_.average(region_, params_, layout_.make(purpose_, round), round);
+  averaged_ = hood_.average(region_, params_, layout_.make(purpose_, round), round);
   return watch.seconds();
 }
 

@@ -23,6 +23,8 @@ class ExactAverage {
   // rank calls it with the same round. Returns the seconds it took. A round whose average the
   // survivors skipped while agreeing on a new ring leaves the parameters as they were.
   double run(std::int64_t round);
+  // False iff the last run()'s round was skipped (the parameters are this rank's own).
+  bool averaged() const { return averaged_; }
 
  private:
   membership::Neighborhood& hood_;
@@ -30,6 +32,7 @@ class ExactAverage {
   std::span<float> params_;
   unsigned purpose_;
   transport::TagLayout layout_;
+  bool averaged_ = true;
 };
 
 class AllreduceAveraging final : public Averaging {

@@ -60,6 +60,10 @@ class Averaging {
   // Push-sum keeps x/w; others return false: params already are the model. Called after flush().
   virtual bool debiased(std::span<float> out) { return false; }
 
+  // A restarted peer's parameters were just replaced by its neighbors' (membership/rejoin.h):
+  // state that follows the parameters is made to follow them again.
+  virtual void rejoined() {}
+
   // Resume state: named flat arrays of the device (restored in place by the runtime) and scalars.
   virtual std::vector<std::pair<std::string, std::span<float>>> state() { return {}; }
   virtual std::map<std::string, std::string> scalars() const { return {}; }

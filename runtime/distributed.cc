@@ -120,7 +120,10 @@ std::int64_t Distributed::rejoin(std::int64_t step) {
   const auto result = membership::rejoin(
       *transport_, *live_, ask, host, step,
       per_pair ? membership::JoinStep::kPerPair : membership::JoinStep::kAgreed);
-  if (result.answers > 0) device_.upload(params_, host);
+  if (result.answers > 0) {
+    device_.upload(params_, host);
+    averaging_->rejoined();
+  }
   return result.step;
 }
 

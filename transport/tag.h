@@ -26,6 +26,7 @@ inline constexpr unsigned kJoin = 2;             // membership: a restarted peer
 inline constexpr unsigned kFinalAverage = 3;     // runtime: the exact average at the end
 inline constexpr unsigned kConsensusDistance = 4;  // runtime: the distance to that average
 inline constexpr unsigned kBenchmark = 5;        // murmur-bench and tests
+inline constexpr unsigned kJoinState = 6;        // an algorithm's state handed to a rejoining rank
 inline constexpr unsigned kFirstAlgorithm = 16;
 inline constexpr unsigned kCount = 64;           // purposes are < kCount
 }  // namespace purpose

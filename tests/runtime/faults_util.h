@@ -46,6 +46,23 @@ inline void wait_until_dead(const std::filesystem::path& out, int rank) {
   }
 }
 
+// Waits (at most a minute) until rank `rank`'s metrics show a step past `step`: it got past the
+// round where it lost a peer.
+inline void wait_until_past(const std::filesystem::path& out, int rank, std::int64_t step) {
+  const auto metrics = out / ("rank" + std::to_string(rank)) / "metrics.jsonl";
+  for (int i = 0; i < 1200; ++i) {
+    std::ifstream in(metrics);
+    std::string line;
+    std::int64_t last = -1;
+    while (std::getline(in, line)) {
+      const auto j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
+      if (j.is_object() && j.value("kind", "") == "step") last = j.value("step", std::int64_t{-1});
+    }
+    if (last > step) return;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+}
+
 // A fresh directory holding the synthetic task's config, and where the run goes.
 struct SyntheticRun {
   SyntheticRun() { std::ofstream(config) << kSyntheticYaml; }
@@ -68,8 +85,15 @@ inline murmur::testing::CommandResult launch4(const std::string& env, const std:
 // restarted with the same command once it is gone; it must be taken back, train to the end and
 // be in the final average. `algorithm` is a value of algorithm.name (and more --set after it).
 // `epochs` (32 steps each) must outlast the restart by far, and fit launch4's 150 s when loaded.
-inline void check_rejoin(const std::string& algorithm, const std::string& backend,
-                         int epochs = 400) {
+struct RejoinRun {
+  nlohmann::json summary;      // summary.json
+  std::string restart_output;  // the restarted rank 2's log
+};
+
+// With `after_agreement`, rank 2 is restarted only once rank 0 has trained past the death (the
+// survivors have agreed on their ring).
+inline RejoinRun check_rejoin(const std::string& algorithm, const std::string& backend,
+                                   int epochs = 400, bool after_agreement = false) {
   const SyntheticRun run;
   const auto& config = run.config;
   const auto& out = run.out;
@@ -84,6 +108,7 @@ inline void check_rejoin(const std::string& algorithm, const std::string& backen
   int restart_code = -1;
   std::thread killer([&] {
     wait_until_dead(out, 2);
+    if (after_agreement) wait_until_past(out, 0, 400);
     auto r = run_command(secret + binary("murmur-peer") + " --out " + out.string() +
                          " --rank 2 --world-size 4 --config " + config.string() +
                          " --set transport.rendezvous_dir=" + (out / "rendezvous").string() + sets +
@@ -109,6 +134,7 @@ inline void check_rejoin(const std::string& algorithm, const std::string& backen
   // All four took part in the final average: rank 2 came back for good.
   CHECK(summary["consensus_distance"].get<double>() < 1e-2);
   CHECK(summary["average_model"]["test_accuracy"].get<double>() > 0.8);
+  return {summary, restart_output};
 }
 
 }  // namespace murmur::testing::faults

@@ -160,6 +160,11 @@ void Context::drop(int rank) {
   std::promise<void> done;
   asio::post(io_, [&] {
     Peer& p = peer(rank);
+    if (p.old_undropped) {
+      p.old_undropped = false;
+      return done.set_value();
+    }
+    p.dropped = true;
     if (p.state != Peer::State::kFailed) {
       fail(p, std::make_exception_ptr(PeerLost(fmt::format(
                   "{}: dropped {}: this rank counts it as dead", self(), p.describe()))));
@@ -224,6 +229,8 @@ void Context::reset(Peer& p) {
   p.socket.reset();
   p.address.clear();
   p.mid_frame = false;
+  p.old_undropped = !p.dropped;
+  p.dropped = false;
   ++p.generation;
   spdlog::info("{}: {} is back; accepting a fresh connection", self(), p.describe());
 }

@@ -85,6 +85,11 @@ struct Peer {
   // generation, and a coroutine of an older one touches nothing when it wakes up.
   std::uint64_t generation = 0;
   std::string published_at_failure;  // its rendezvous address when it failed
+  bool dropped = false;  // drop() was called for the process of this connection
+  // Came back (a new process) before the caller dropped the old one: the next drop() is that
+  // one's, and leaves the new connection alone (a rank restarted before its death was noticed
+  // would otherwise be cut off by the survivors' late verdict on the old process).
+  bool old_undropped = false;
 
   std::string describe() const;  // "rank 3 (127.0.0.1:4000)"
 };

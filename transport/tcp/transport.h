@@ -47,7 +47,9 @@ class Transport final : public transport::Transport {
   // Every connection carries a heartbeat frame when it has been idle for a fifth of
   // transport.peer_timeout_ms (at most a second), and every frame that arrives counts as heard.
   std::optional<Clock::duration> silent_for(int peer) const override;
-  // Closes the connection to `peer` (its end sees PeerLost); it comes back only restarted.
+  // Closes the connection to `peer` (its end sees PeerLost); it comes back only restarted. A
+  // peer that came back restarted before its old process was dropped is not cut off: that drop
+  // is the old process's, and a no-op.
   void drop(int peer) override;
   std::uint64_t bytes_sent() const override;
   std::uint64_t bytes_received() const override;
