@@ -326,8 +326,24 @@ void Context::cancel(const std::shared_ptr<RequestState>& state) {
     done.set_value();
   });
   done.get_future().wait();
-  // Bounded: the frame completes, or the watchdog fails the stalled connection (and the op).
-  while (finishing && !wait(*state, deadline_after(std::chrono::seconds(1)))) {
+  if (!finishing) return;
+  // A live peer takes the frame on the wire within a heartbeat interval. One that does not (cut
+  // off, frozen: often why we cancel) costs the connection, as a stall would after
+  // transport.recv_timeout_ms: waiting that long here held a partitioned run up past its end.
+  if (wait(*state, Clock::now() + heartbeat_every_)) return;
+  std::promise<void> closed;
+  asio::post(io_, [&] {
+    if (!state->done) {
+      fail(peer(state->peer), std::make_exception_ptr(PeerLost(fmt::format(
+               "{}: connection to {} closed: a transfer in progress was cancelled, and its frame "
+               "did not get across within {} ms", self(), peer(state->peer).describe(),
+               std::chrono::duration_cast<std::chrono::milliseconds>(heartbeat_every_).count()))));
+    }
+    closed.set_value();
+  });
+  closed.get_future().wait();
+  // fail() ends a recv at once; a send ends when its write, on the closed socket, fails.
+  while (!wait(*state, deadline_after(std::chrono::seconds(1)))) {
   }
 }
 

@@ -41,8 +41,9 @@ class Transport final : public transport::Transport {
   bool wait(Request& request, Deadline deadline) override;
   // A transfer under way ends at a frame boundary, the connection kept: a send partly written
   // sends an abort frame instead of its rest (the peer's recv waits on for another message), a
-  // recv being filled discards the rest of its message. Waits for the frame on the wire, at
-  // most until the watchdog's transport.recv_timeout_ms fails a stalled connection.
+  // recv being filled discards the rest of its message. Waits for the frame on the wire for a
+  // heartbeat interval (a fifth of transport.peer_timeout_ms, at most a second); a peer that
+  // does not take it by then loses the connection (it sees PeerLost), as before.
   void cancel(Request& request) override;
   // Every connection carries a heartbeat frame when it has been idle for a fifth of
   // transport.peer_timeout_ms (at most a second), and every frame that arrives counts as heard.
