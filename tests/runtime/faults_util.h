@@ -46,11 +46,11 @@ inline void wait_until_dead(const std::filesystem::path& out, int rank) {
   }
 }
 
-// Waits (at most a minute) until rank `rank`'s metrics show a step past `step`: it got past the
+// Waits (at most a minute, times the sanitizer scale) until rank `rank`'s metrics show a step past `step`: it got past the
 // round where it lost a peer.
 inline void wait_until_past(const std::filesystem::path& out, int rank, std::int64_t step) {
   const auto metrics = out / ("rank" + std::to_string(rank)) / "metrics.jsonl";
-  for (int i = 0; i < 1200; ++i) {
+  for (int i = 0; i < 1200 * kTimeScale; ++i) {
     std::ifstream in(metrics);
     std::string line;
     std::int64_t last = -1;
