@@ -27,7 +27,6 @@ const AlgorithmInfo kDiloco{
 Diloco::Diloco(const AveragingContext& ctx)
     : hood_(ctx.hood),
       device_(ctx.device),
-      purpose_(ctx.purpose),
       local_steps_(ctx.algorithm.local_steps),
       outer_lr_(static_cast<float>(ctx.algorithm.outer_lr)),
       outer_momentum_(static_cast<float>(ctx.algorithm.outer_momentum)),

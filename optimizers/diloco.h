@@ -32,7 +32,6 @@ class Diloco final : public Averaging {
 
   membership::Neighborhood& hood_;
   device::Device& device_;
-  unsigned purpose_;
   int local_steps_;
   float outer_lr_, outer_momentum_;
   std::span<float> params_;

@@ -88,8 +88,7 @@ void Distributed::after_step(std::int64_t step) {
     // The exchange's thread is the Transport's only user (averaging.h); the responder needs the
     // Transport only while some rank is dead, and then completes the exchange first, every
     // kJoinPollSteps steps (so an overlapped run loses the overlap of one step in that many).
-    // Polling beside the exchange raced on ofi's (and ucx's) state: AD-PSGD over ofi once
-    // failed with a "malformed head" after a partner died.
+    // Polling beside the exchange would race on the ucx worker or ofi endpoint.
     if (step % kJoinPollSteps != 0 || !responder_->has_work()) return;
     averaging_->flush();
   }

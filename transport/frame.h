@@ -5,8 +5,8 @@
 // an idle connection so that the other end can tell a live peer that has nothing to say from a
 // dead or cut-off one. An abort (kind 3, a header alone: the tag, offset and total of a message
 // under way, length zero) says its sender cancelled that message after `offset` bytes: the rest
-// never comes, and the stream goes on with the next frame. The CRC32C covers the header (with the crc field zero) and the payload, and is checked
-// on receipt. Pure functions; thread-safe.
+// never comes, and the stream goes on with the next frame. The CRC32C covers the header (with
+// the crc field zero) and the payload, and is checked on receipt. Pure functions; thread-safe.
 #pragma once
 
 #include <array>

@@ -18,6 +18,7 @@ asio::awaitable<void> Context::write_loop(Peer& p) {
   while (!p.sends.empty() && !p.error) {
     std::shared_ptr<SendOp> op = p.sends.front();
     std::size_t offset = 0;
+    bool aborted = false;  // cancelled mid-message: an abort frame went instead of the rest
     p.last_progress = Clock::now();  // the stall clock starts with this message
     try {
       if (op->heartbeat) {
@@ -48,6 +49,7 @@ asio::awaitable<void> Context::write_loop(Peer& p) {
             co_await asio::async_write(*socket, asio::buffer(abort), asio::use_awaitable);
             if (p.generation != generation) co_return;
             p.last_progress = p.last_sent = Clock::now();
+            aborted = true;
             break;
           }
         } while (offset < op->size);
@@ -65,7 +67,7 @@ asio::awaitable<void> Context::write_loop(Peer& p) {
       break;
     }
     p.sends.pop_front();
-    complete(*op, op->abandoned && offset < op->size ? cancelled_error() : nullptr);
+    complete(*op, aborted ? cancelled_error() : nullptr);
   }
   p.writing = false;
   if (p.error) {

@@ -334,10 +334,11 @@ void Context::cancel(const std::shared_ptr<RequestState>& state) {
   std::promise<void> closed;
   asio::post(io_, [&] {
     if (!state->done) {
-      fail(peer(state->peer), std::make_exception_ptr(PeerLost(fmt::format(
-               "{}: connection to {} closed: a transfer in progress was cancelled, and its frame "
-               "did not get across within {} ms", self(), peer(state->peer).describe(),
-               std::chrono::duration_cast<std::chrono::milliseconds>(heartbeat_every_).count()))));
+      Peer& p = peer(state->peer);
+      fail(p, std::make_exception_ptr(PeerLost(fmt::format(
+                  "{}: connection to {} closed: a transfer in progress was cancelled, and its "
+                  "frame did not get across within {} ms", self(), p.describe(),
+                  std::chrono::duration_cast<std::chrono::milliseconds>(heartbeat_every_).count()))));
     }
     closed.set_value();
   });
