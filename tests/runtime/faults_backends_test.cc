@@ -126,8 +126,10 @@ TEST_CASE("a killed peer restarted with the same command rejoins on every backen
   std::erase(rdma, "tcp");
   if (rdma.empty()) MURMUR_SKIP("this build has neither ucx nor ofi");
   const std::string backend = GENERATE_COPY(from_range(rdma));
-  const std::string algorithm = GENERATE(as<std::string>(), "dpsgd --set topology.graph=ring",
-                                         "allreduce");
+  const std::string algorithm = GENERATE(
+      as<std::string>(), "dpsgd --set topology.graph=ring", "allreduce",
+      "choco --set topology.graph=ring --set algorithm.compressor.name=topk "
+      "--set algorithm.compressor.ratio=0.1 --set algorithm.consensus_lr=0.2");
   CAPTURE(backend, algorithm);
   // Gossip: the tcp test's 400 epochs (12800 steps); its join step lies the answerers' pace
   // times a peer timeout ahead, thousands of steps here. Allreduce: 100 epochs (3200 steps),
