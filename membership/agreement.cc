@@ -86,13 +86,17 @@ std::int64_t agree(transport::Transport& transport, LiveSet& live, std::int64_t 
       }
       const bool late = transport::Clock::now() >= deadline ||
                         condemned(peers[k]);
+      // A rank whose new process asks to rejoin answers no agreement: not waited for.
+      const bool restarted = !done && failure.empty() && live.restarted(peers[k]);
+      if (restarted) failure = "it was restarted, and asks to rejoin";
       if (done && failure.empty()) {
         settled[k] = true;
         take(k);  // answered[k] iff its view counts
       } else if (!failure.empty() || late) {
         settled[k] = true;
         if (!recvs[k].state()->done) transport.cancel(recvs[k]);
-        live.mark_dead(peers[k], failure.empty()
+        live.mark_dead(peers[k], restarted ? failure
+                                 : failure.empty()
                                      ? std::string("did not answer the agreement after a failed allreduce")
                                      : fmt::format("its answer to the agreement failed: {}", failure));
       } else {

@@ -33,6 +33,12 @@ class LiveSet {
   // connection (Transport::drop), so that the dead rank, if it lives after all, learns it at
   // once instead of waiting on a rank that no longer talks to it. Set before use.
   void on_dead(std::function<void(int)> hook) { on_dead_ = std::move(hook); }
+  // Asked (outside the lock) by restarted(): true iff rank r's process was replaced by a new one
+  // that asks to rejoin (the rejoin responder knows). Unset: never.
+  void restart_probe(std::function<bool(int)> probe) { restart_probe_ = std::move(probe); }
+  // True iff `r` is known to have been restarted: the old process is dead, and the new one
+  // takes part in nothing until it has rejoined. Called by the thread that drives the transport.
+  bool restarted(int r) const { return restart_probe_ && restart_probe_(r); }
 
   // True iff `r` takes part in the averaging of `step` (this rank always does).
   bool alive(int r, std::int64_t step) const;
@@ -70,6 +76,7 @@ class LiveSet {
   std::chrono::milliseconds peer_timeout_;
   std::chrono::milliseconds message_timeout_;
   std::function<void(int)> on_dead_;
+  std::function<bool(int)> restart_probe_;
   mutable std::mutex mu_;                // guards every member below (leaf)
   std::vector<std::int64_t> alive_from_;  // per rank: first step it averages in; kDead if dead
   std::int64_t rejoined_from_ = kAlways;  // this rank's agreed join step, if it rejoined

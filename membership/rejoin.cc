@@ -51,6 +51,26 @@ JoinResponder::~JoinResponder() {
   }
 }
 
+bool JoinResponder::listen(int r) {
+  Asker& a = askers_[r];
+  if (!a.region) a.region = transport_.register_region(a.message);
+  try {
+    // Posting may fail at once too (ucx refuses a receive from a rank it has lost).
+    if (!a.pending.valid()) {
+      a.pending = transport_.recv(r, join_tag(transport_, kRequest), *a.region, {0, a.message.size()});
+    }
+    return transport_.test(a.pending);
+  } catch (const TransportError&) {
+    a.pending = {};  // still gone: listen again next time
+    return false;
+  }
+}
+
+bool JoinResponder::restarted(int r) {
+  if (r == live_.rank() || r < 0 || r >= live_.world_size() || committing_.count(r) != 0) return false;
+  return listen(r);
+}
+
 std::int64_t JoinResponder::margin() const {
   return drift_ + static_cast<std::int64_t>(std::ceil(fastest_pace_ * seconds(live_.peer_timeout())));
 }
@@ -105,31 +125,24 @@ void JoinResponder::poll(std::int64_t step, std::int64_t clock) {
   track_pace(clock);
   if (!committing_.empty()) take_committed(clock);
   std::vector<int> joining;
-  for (int r : live_.dead_ranks()) {
-    if (committing_.count(r) != 0) continue;  // answered; its commit is on the way
+  // A request is listened for from every rank, the live ones too: a peer restarted before this
+  // one saw its old process die asks while it still counts as alive here.
+  for (int r = 0; r < live_.world_size(); ++r) {
+    if (r == live_.rank() || committing_.count(r) != 0) continue;  // answered: commit on its way
+    if (!listen(r)) continue;
     Asker& a = askers_[r];
-    if (!a.region) a.region = transport_.register_region(a.message);
-    bool done = false;
-    try {
-      // Posting may fail at once too (ucx refuses a receive from a rank it has lost).
-      if (!a.pending.valid()) {
-        a.pending = transport_.recv(r, join_tag(transport_, kRequest), *a.region, {0, a.message.size()});
-      }
-      done = transport_.test(a.pending);
-    } catch (const TransportError&) {
-      a.pending = {};  // still gone: ask again after the next step
-      continue;
-    }
-    if (!done) continue;
     const std::size_t bytes = a.pending.state()->bytes;
-    a.pending = {};
     try {
       JoinRequest::decode(std::span(a.message).first(bytes));
     } catch (const ProtocolError& e) {
+      a.pending = {};
       log().warn("rank {}: rank {} sent a bad request to rejoin ({}); ignored", transport_.rank(),
                  r, e.what());
       continue;
     }
+    // Its old process is gone; the connection is the new one's, which restarted() keeps open.
+    if (!live_.dead(r)) live_.mark_dead(r, "it was restarted, and asks to rejoin");
+    a.pending = {};
     joining.push_back(r);
   }
   if (joining.empty()) return;

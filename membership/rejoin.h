@@ -51,9 +51,15 @@ class JoinResponder {
   void poll(std::int64_t step) { poll(step, step); }
   // kAgreed: true while some rank has been answered and its commit has not arrived.
   bool awaiting_commit() const { return !committing_.empty(); }
-  // True iff poll() has anything to do with the Transport: a dead rank to listen for, or a
-  // commit to wait for.
+  // True iff poll() has anything to do beside an overlapped exchange: a dead rank to listen
+  // for, or a commit to wait for. (It also listens to the live ranks, whenever it is polled.)
   bool has_work() const { return awaiting_commit() || !live_.dead_ranks().empty(); }
+  // True iff a join request from `r` has landed and not been answered yet: `r` was restarted,
+  // and the connection to it is the new process's, not to be dropped for the old one's death,
+  // nor waited for in an agreement (it answers none while it asks). Uses the Transport (it
+  // listens for the request), so only the thread that drives it calls this: LiveSet's
+  // on_dead hook and restart probe, set by the runtime.
+  bool restarted(int r);
   // The margin an answer would propose now: drift + fastest pace x peer timeout.
   std::int64_t margin() const;
 
@@ -64,6 +70,8 @@ class JoinResponder {
     transport::Request pending;
   };
   void take_committed(std::int64_t clock);
+  // Keeps a request receive posted for `r`; true iff a request has landed in it.
+  bool listen(int r);
   // Keeps the fastest pace seen, in rounds per second over windows of at least half a second.
   void track_pace(std::int64_t clock);
 
@@ -75,7 +83,7 @@ class JoinResponder {
   std::chrono::steady_clock::time_point window_start_;
   std::int64_t window_clock_ = -1;
   double fastest_pace_ = 0;           // rounds per second
-  std::map<int, Asker> askers_;       // dead ranks, a request receive posted for each
+  std::map<int, Asker> askers_;       // every other rank, a request receive posted for each
   std::map<int, Asker> committing_;   // kAgreed: answered, waiting for the commit
   std::array<std::byte, JoinAnswer::kBytes> answer_{};
   std::unique_ptr<transport::Region> answer_region_;

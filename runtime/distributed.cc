@@ -49,8 +49,14 @@ Distributed::Distributed(const ExperimentConfig& config, int rank, device::Devic
         std::chrono::milliseconds(config.transport.peer_timeout_ms),
         std::chrono::milliseconds(config.transport.recv_timeout_ms));
     // A rank given up for dead is told so, by the connection closing (tcp): a false death (a
-    // partition that heals) ends with both sides apart, not with one waiting on the other.
-    live_->on_dead([t = transport_](int r) { t->drop(r); });
+    // partition that heals) ends with both sides apart, not with one waiting on the other. Not
+    // a rank whose join request has landed: its old process is the dead one, and the connection
+    // is the new process's (which would take the close for a refusal to take it back).
+    live_->on_dead([this](int r) {
+      if (responder_ && responder_->restarted(r)) return;
+      transport_->drop(r);
+    });
+    live_->restart_probe([this](int r) { return responder_ && responder_->restarted(r); });
     hood_ = membership::live_neighborhood(*transport_, *live_, options, *ops_);
   } else {
     hood_ = membership::strict_neighborhood(*transport_, options, *ops_);

@@ -4,12 +4,14 @@
 // count it, loses the count: the others agree on the ring without it.
 #include <catch2/catch.hpp>
 
+#include <array>
 #include <chrono>
 #include <thread>
 #include <vector>
 
 #include "membership/agreement.h"
 #include "membership/live_set.h"
+#include "transport/tag.h"
 #include "tests/time_scale.h"
 #include "tests/transport/backends.h"
 
@@ -44,6 +46,36 @@ TEST_CASE("agreement: a rank that never answers is dead for everyone", "[members
     }
     agree(ctx.transport(), live, 5);
     MURMUR_CHECK(ranks_of(live) == (std::vector<int>{0, 1}));
+  });
+  INFO(failures(results));
+  CHECK(failures(results).empty());
+}
+
+TEST_CASE("agreement: a restarted rank that asks to rejoin is not waited for",
+          "[membership][multiproc]") {
+  // Rank 2's new process is heard but answers no agreement while it asks to rejoin. Waiting
+  // for it (4 peer timeouts: 2 minutes here) would outlast the harness's minute; the restart
+  // probe (the rejoin responder, in a peer) must let the others go at once.
+  const std::string backend = GENERATE(from_range(process_backends()));
+  CAPTURE(backend);
+  auto results = run_ranks(backend, 3, [](transport::testing::RankContext& ctx) {
+    LiveSet live(3, ctx.rank(), murmur::testing::scaled(milliseconds(30000)));
+    auto& t = ctx.transport();
+    const transport::Tag done = transport::TagLayout(t).make(transport::purpose::kBenchmark, 0);
+    std::array<std::byte, 1> byte{};
+    auto region = t.register_region(byte);
+    if (ctx.rank() == 2) {  // stays until rank 0 has agreed, without entering the agreement
+      auto r = t.recv(0, done, *region, {0, 1});
+      MURMUR_CHECK(t.wait(r, transport::deadline_after(std::chrono::seconds(90))));
+      return;
+    }
+    live.restart_probe([](int r) { return r == 2; });
+    agree(t, live, 5);
+    MURMUR_CHECK(ranks_of(live) == (std::vector<int>{0, 1}));
+    if (ctx.rank() == 0) {
+      auto s = t.send(2, done, *region, {0, 1});
+      MURMUR_CHECK(t.wait(s, transport::deadline_after(std::chrono::seconds(10))));
+    }
   });
   INFO(failures(results));
   CHECK(failures(results).empty());

@@ -46,23 +46,6 @@ inline void wait_until_dead(const std::filesystem::path& out, int rank) {
   }
 }
 
-// Waits (at most a minute, times the sanitizer scale) until rank `rank`'s metrics show a step past `step`: it got past the
-// round where it lost a peer.
-inline void wait_until_past(const std::filesystem::path& out, int rank, std::int64_t step) {
-  const auto metrics = out / ("rank" + std::to_string(rank)) / "metrics.jsonl";
-  for (int i = 0; i < 1200 * kTimeScale; ++i) {
-    std::ifstream in(metrics);
-    std::string line;
-    std::int64_t last = -1;
-    while (std::getline(in, line)) {
-      const auto j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
-      if (j.is_object() && j.value("kind", "") == "step") last = j.value("step", std::int64_t{-1});
-    }
-    if (last > step) return;
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  }
-}
-
 // A fresh directory holding the synthetic task's config, and where the run goes.
 struct SyntheticRun {
   SyntheticRun() { std::ofstream(config) << kSyntheticYaml; }
@@ -90,10 +73,8 @@ struct RejoinRun {
   std::string restart_output;  // the restarted rank 2's log
 };
 
-// With `after_agreement`, rank 2 is restarted only once rank 0 has trained past the death (the
-// survivors have agreed on their ring).
 inline RejoinRun check_rejoin(const std::string& algorithm, const std::string& backend,
-                                   int epochs = 400, bool after_agreement = false) {
+                              int epochs = 400) {
   const SyntheticRun run;
   const auto& config = run.config;
   const auto& out = run.out;
@@ -108,7 +89,6 @@ inline RejoinRun check_rejoin(const std::string& algorithm, const std::string& b
   int restart_code = -1;
   std::thread killer([&] {
     wait_until_dead(out, 2);
-    if (after_agreement) wait_until_past(out, 0, 400);
     auto r = run_command(secret + binary("murmur-peer") + " --out " + out.string() +
                          " --rank 2 --world-size 4 --config " + config.string() +
                          " --set transport.rendezvous_dir=" + (out / "rendezvous").string() + sets +
