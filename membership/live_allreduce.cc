@@ -28,7 +28,7 @@ LiveAllreduce::LiveAllreduce(transport::Transport& transport, LiveSet& live,
     : transport_(transport), live_(live), ops_(ops), ring_(transport, with_timeout(options, live), ops) {}
 
 bool LiveAllreduce::average(transport::Region& region, std::span<float> data, transport::Tag tag,
-                            std::int64_t round) {
+                            std::int64_t round, const std::function<bool()>& wanted) {
   if (backup_.floats.size() < data.size()) {
     backup_.region.reset();
     backup_ = ops_.scratch(transport_, data.size());
@@ -53,6 +53,7 @@ bool LiveAllreduce::average(transport::Region& region, std::span<float> data, tr
     ops_.copy(data, backup);
     const std::int64_t highest = agree(transport_, live_, round);
     if (highest > round) return false;  // the others are ahead: meet them at their round
+    if (wanted && !wanted()) return false;  // the others are at the round's own average
   }
   throw TransportError(fmt::format("{}: rank {}: no agreement on a ring of live ranks after {} "
                                    "tries", transport_.name(), transport_.rank(),

@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <span>
 
 #include "membership/live_set.h"
@@ -27,9 +28,11 @@ class LiveAllreduce {
   // with the same round and base tag (transport/tag.h; its epoch field counts the agreements,
   // so rings of different agreements never exchange a message). Returns false if this round's
   // average was skipped (the survivors met at a later round); `data` is then left as it was.
-  // Throws TransportError if no agreement is reached after world_size tries.
+  // Throws TransportError if no agreement is reached after world_size tries. With `wanted`,
+  // also gives up (false) after an agreement once wanted() is false: the average is one that
+  // only some rounds hold (a rejoin's hand-over), and the others have gone on without it.
   bool average(transport::Region& region, std::span<float> data, transport::Tag tag,
-               std::int64_t round);
+               std::int64_t round, const std::function<bool()>& wanted = {});
 
  private:
   transport::Transport& transport_;

@@ -61,6 +61,10 @@ class Live final : public Neighborhood {
                std::int64_t round) override {
     return allreduce_.average(region, data, tag, round);
   }
+  bool average_at_join(transport::Region& region, std::span<float> data, transport::Tag tag,
+                       std::int64_t round) override {
+    return allreduce_.average(region, data, tag, round, [&] { return live_.joins_at(round); });
+  }
   LiveSet* live() override { return &live_; }
 
  private:

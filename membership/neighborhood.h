@@ -43,6 +43,14 @@ class Neighborhood {
   // average was skipped (live: the survivors met at a later round), with `data` as it was.
   virtual bool average(transport::Region& region, std::span<float> data, transport::Tag tag,
                        std::int64_t round) = 0;
+  // average() for the state an algorithm hands over at a join round (joins_at(round)), given up
+  // (false, `data` as it was) as soon as the join is off: the joining rank found dead again, or
+  // taken back by only some, in an agreement. The ranks that never saw the join are at the
+  // round's own average by then, where the others must meet them.
+  virtual bool average_at_join(transport::Region& region, std::span<float> data,
+                               transport::Tag tag, std::int64_t round) {
+    return average(region, data, tag, round);
+  }
   // True iff a rank takes part again from exactly `round` after an agreed rejoin (this one, or
   // one it takes back): an algorithm with state beyond the averaged data (diloco's outer model)
   // hands it over then. The same on every rank of that round. Strict: never.

@@ -89,8 +89,9 @@ void Diloco::hand_over(std::int64_t round) {
   device_.scale(all.first(2 * n), w);
   device_.upload(all.subspan(2 * n, 1), std::span<const float>(&w, 1));
   const transport::TagLayout layout(hood_.transport());
-  if (!hood_.average(*join_region_, all, layout.make(transport::purpose::kJoinState, round), round)) {
-    return;  // skipped: the ring changed again; everyone keeps their own
+  if (!hood_.average_at_join(*join_region_, all, layout.make(transport::purpose::kJoinState, round),
+                             round)) {
+    return;  // skipped, or the join is off: everyone keeps their own
   }
   float mean_w = 0;
   device_.download(std::span<float>(&mean_w, 1), all.subspan(2 * n, 1));
