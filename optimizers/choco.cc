@@ -16,6 +16,27 @@ namespace murmur::optimizers {
 namespace {
 constexpr std::string_view kKeys[] = {"local_steps", "consensus_lr", "compressor"};
 std::size_t floats_for(std::size_t bytes) { return (bytes + sizeof(float) - 1) / sizeof(float); }
+
+// The ranks of send_to that `to` takes and of recv_from that `from` takes, with each received
+// one's index k into recv_from (its weight and public copy).
+struct Edges {
+  std::vector<int> to, from;
+  std::vector<std::size_t> from_k;  // from[i] is m.recv_from[from_k[i]]
+};
+template <class To, class From>
+Edges pick_edges(const topology::RankMixing& m, To to, From from) {
+  Edges e;
+  for (int r : m.send_to) {
+    if (to(r)) e.to.push_back(r);
+  }
+  for (std::size_t k = 0; k < m.recv_from.size(); ++k) {
+    if (from(k)) {
+      e.from.push_back(m.recv_from[k]);
+      e.from_k.push_back(k);
+    }
+  }
+  return e;
+}
 }  // namespace
 
 const AlgorithmInfo kChoco{
@@ -77,17 +98,9 @@ void Choco::after_step(std::int64_t step) {
   Stopwatch watch;
   hand_over(step, step - local_steps_, round);
   // Who takes part this round: the live neighbors (an in-neighbor only once its term is in s).
-  std::vector<int> to, from;
-  std::vector<std::size_t> from_k;  // from[i] is mixing_.recv_from[from_k[i]]
-  for (int r : mixing_.send_to) {
-    if (hood_.alive(r, step)) to.push_back(r);
-  }
-  for (std::size_t k = 0; k < mixing_.recv_from.size(); ++k) {
-    if (in_s_[k] && hood_.alive(mixing_.recv_from[k], step)) {
-      from.push_back(mixing_.recv_from[k]);
-      from_k.push_back(k);
-    }
-  }
+  const Edges edges = pick_edges(
+      mixing_, [&](int r) { return hood_.alive(r, step); },
+      [&](std::size_t k) { return in_s_[k] && hood_.alive(mixing_.recv_from[k], step); });
   // Koloskova et al. 2019, Algorithm 2 (CHOCO-SGD), lines 4-9, after the local step (line 3):
   // q_i = Q(x_i - x^_i); send q_i, receive q_j; x^_j += q_j for j in N_i and i itself
   // (kept here as s_i = sum_j W_ij x^_j); x_i += gamma (s_i - x^_i).
@@ -101,8 +114,8 @@ void Choco::after_step(std::int64_t step) {
   const std::size_t bytes = compressor_->encode(plain, send_, rng_);
   device_.fill(diff, 0.0f);
   Stopwatch blocked;
-  const auto got = exchange(hood_, layout_.make(purpose_, round), *send_region_, {0, bytes}, to,
-                            slots_, from, /*exact_size=*/false);
+  const auto got = exchange(hood_, layout_.make(purpose_, round), *send_region_, {0, bytes},
+                            edges.to, slots_, edges.from, /*exact_size=*/false);
   stats_.wait_s += blocked.seconds();
   const std::span<const std::byte> own(send_.data(), bytes);
   const std::pair<std::span<const std::byte>, float> own_only[] = {{own, contraction_}};
@@ -112,7 +125,7 @@ void Choco::after_step(std::int64_t step) {
   std::vector<char> heard(mixing_.recv_from.size(), 0);
   for (std::size_t i = 0; i < got.size(); ++i) {
     if (got[i] == kLost) continue;
-    const std::size_t k = from_k[i];
+    const std::size_t k = edges.from_k[i];
     heard[k] = 1;
     const std::span<const std::byte> message = std::as_bytes(slots_.slot(i)).first(got[i]);
     into_s.emplace_back(message, contraction_ * static_cast<float>(mixing_.recv_weights[k]));
@@ -131,28 +144,20 @@ void Choco::after_step(std::int64_t step) {
 void Choco::hand_over(std::int64_t step, std::int64_t before, std::int64_t round) {
   const bool all = std::exchange(resync_, false);
   auto joins = [&](int r) { return hood_.alive(r, step) && (all || !hood_.alive(r, before)); };
-  std::vector<int> to, from;
-  std::vector<std::size_t> from_k;
-  for (int r : mixing_.send_to) {
-    if (joins(r)) to.push_back(r);
-  }
-  for (std::size_t k = 0; k < mixing_.recv_from.size(); ++k) {
-    if (joins(mixing_.recv_from[k])) {
-      from.push_back(mixing_.recv_from[k]);
-      from_k.push_back(k);
-    }
-  }
-  if (to.empty() && from.empty()) return;
+  const Edges edges =
+      pick_edges(mixing_, joins, [&](std::size_t k) { return joins(mixing_.recv_from[k]); });
+  if (edges.to.empty() && edges.from.empty()) return;
   const std::size_t n = params_.size();
   if (!xhat_region_) {
     xhat_region_ = register_array(hood_.transport(), device_, xhat_.span());
     join_slots_ = std::make_unique<RecvSlots>(hood_.transport(), device_, n);
   }
   const auto got = exchange(hood_, layout_.make(transport::purpose::kJoinState, round),
-                            *xhat_region_, {0, n * sizeof(float)}, to, *join_slots_, from);
+                            *xhat_region_, {0, n * sizeof(float)}, edges.to, *join_slots_,
+                            edges.from);
   for (std::size_t i = 0; i < got.size(); ++i) {
     if (got[i] == kLost) continue;  // lost again: the round finds it dead
-    const std::size_t k = from_k[i];
+    const std::size_t k = edges.from_k[i];
     const float w = static_cast<float>(mixing_.recv_weights[k]);
     const std::span<const float> theirs = join_slots_->slot(i);
     // s_i: W_ik (their x^ - the term it replaces), which is our copy of it or, while it was out,
@@ -162,7 +167,7 @@ void Choco::hand_over(std::int64_t step, std::int64_t before, std::int64_t round
     device_.copy(copies_[k].span(), theirs);
     if (!all) {
       log().info("rank {}: at step {}: public copies swapped with rank {}, back in the gossip",
-                 hood_.transport().rank(), step, from[i]);
+                 hood_.transport().rank(), step, edges.from[i]);
     }
   }
 }

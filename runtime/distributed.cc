@@ -52,11 +52,10 @@ Distributed::Distributed(const ExperimentConfig& config, int rank, device::Devic
     // partition that heals) ends with both sides apart, not with one waiting on the other. Not
     // a rank whose join request has landed: its old process is the dead one, and the connection
     // is the new process's (which would take the close for a refusal to take it back).
-    live_->on_dead([this](int r) {
-      if (responder_ && responder_->restarted(r)) return;
-      transport_->drop(r);
-    });
     live_->restart_probe([this](int r) { return responder_ && responder_->restarted(r); });
+    live_->on_dead([this](int r) {
+      if (!live_->restarted(r)) transport_->drop(r);
+    });
     hood_ = membership::live_neighborhood(*transport_, *live_, options, *ops_);
   } else {
     hood_ = membership::strict_neighborhood(*transport_, options, *ops_);
