@@ -232,10 +232,20 @@ void Transport::cancel(Request& request) {
   op->cancelled = true;
   abort(*op, std::make_exception_ptr(TransportError(
                  fmt::format("ofi: rank {} tag {:#x}: cancelled", op->peer, op->tag))));
-  // Give the provider a moment to let go of the buffers (a send under way may not cancel).
+  // Give the provider a moment to let go of the caller's memory (a body under way may not
+  // cancel). Only the body and a put touch it: a head or clear-to-send lives in a slot of ours,
+  // kept until its completion, so one the provider holds on to (queued for a connection that
+  // is gone) is left to it rather than waited for.
   const Deadline deadline = deadline_after(std::chrono::milliseconds(connect_timeout_ms_));
   auto held = request.shared();
-  while (static_cast<Op*>(held.get())->remaining > 0 && Clock::now() < deadline) progress();
+  const auto& o = *static_cast<Op*>(held.get());
+  auto in_user_memory = [&] {
+    for (int i = 0; i < 2; ++i) {
+      if (o.posted[i] && (o.step[i] == Step::kBody || o.step[i] == Step::kPut)) return true;
+    }
+    return false;
+  };
+  while (in_user_memory() && Clock::now() < deadline) progress();
 }
 
 }  // namespace murmur::transport::ofi

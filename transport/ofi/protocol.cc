@@ -159,8 +159,24 @@ void Transport::on_error(Context& ctx, const fi_cq_err_entry& err) {
     error = is_connection_loss(code) ? std::make_exception_ptr(PeerLost(message))
                                      : std::make_exception_ptr(TransportError(message));
   }
+  // A connection the provider found gone is the peer's death, as Liveness would report it a
+  // moment later: every other request of that peer fails now too. Otherwise a send of ours
+  // whose head the provider keeps queued for the dead connection (it neither completes nor
+  // fails it) is only given up by a silence and a cancel, while the live neighbors wait on us.
+  const bool first = !op.error;
+  const int peer = op.peer;
+  std::string why;
+  if (first && !op.cancelled) {
+    try {
+      std::rethrow_exception(error);
+    } catch (const PeerLost& e) {
+      why = e.what();
+    } catch (...) {
+    }
+  }
   abort(op, error);
-  settle(op);
+  settle(op);  // may release the Op: nothing of it after this
+  if (!why.empty()) lose(peer, why);
 }
 
 void Transport::abort(Op& op, std::exception_ptr error) {
