@@ -18,7 +18,11 @@ const AlgorithmInfo kSgp{
                "time-varying graphs",
     .needs = GraphNeeds::kColumnStochastic,
     .overlaps = true,
-    .rejoins = RejoinPolicy::kPerPair,
+    // One agreed join step, not one per pair: the graph is directed, so a pair that resumed
+    // alone would move mass one way (2 -> 3 on the one-peer exponential graph of 4, which has
+    // no 3 -> 2) until the others resume; the rejoined peer's weight halved every other round
+    // and its model, stepped by lr / w, blew up within 60 rounds.
+    .rejoins = RejoinPolicy::kAgreed,
     .keys = kKeys,
     .make = [](const AveragingContext& c) -> std::unique_ptr<Averaging> {
       return std::make_unique<Sgp>(c);
@@ -66,6 +70,12 @@ void Sgp::after_step(std::int64_t step) {
   // Assran et al. 2019, Algorithm 1, line 4: x_i^(k+1/2) = x_i^(k) - lr grad F(z_i^(k)). The
   // optimizer moved z = x / w to params, so x gains exactly that move: x <- z + (1 - 1/w) x.
   device_.axpby(x_.span(), 1.0f, params_, 1.0f - static_cast<float>(1.0 / w_));
+  std::vector<int> live = hood_.ranks(step);
+  if (!live_.empty() && live != live_ && w_ != 1.0) {
+    device_.scale(x_.span(), static_cast<float>(1.0 / w_));
+    w_ = 1.0;
+  }
+  live_ = std::move(live);
   Round& r = rounds_[t % (tau_ + 1)];
   Stopwatch blocked;
   for (auto& q : r.sends) hood_.wait(q, "a push-sum send");
@@ -156,6 +166,11 @@ bool Sgp::debiased(std::span<float> out) {
   device_.copy(out, x_.span());
   device_.scale(out, static_cast<float>(1.0 / w_));
   return true;
+}
+
+void Sgp::rejoined() {
+  device_.copy(x_.span(), params_);
+  w_ = 1.0;
 }
 
 std::vector<std::pair<std::string, std::span<float>>> Sgp::state() {

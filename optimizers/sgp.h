@@ -7,7 +7,12 @@
 // round's messages are posted without waiting and consumed T rounds later, so a message may be
 // up to T steps late and mass is never lost. A dead out-neighbor's push weight stays with the
 // sender and a dead in-neighbor's message is skipped (renormalize, kColumn): the surviving mass
-// keeps x / w an unbiased average of the live peers. x and the messages live on the peer's
+// keeps x / w an unbiased average of the live peers. When the live set changes (a death, a
+// rejoin), each peer restarts its weight at 1 (x <- x / w, z unchanged): the mass lost with a
+// dead peer otherwise leaves survivors with w well below 1, and since the optimizer steps z by
+// lr / w, with several times the learning rate (the survivors of a kill diverged slowly, and a
+// rejoin on top blew them up). The consensus then tends to another convex combination of the
+// live models, as push-sum does from any positive weights. x and the messages live on the peer's
 // device; w is a host scalar that rides as the last float of each message. Not thread-safe.
 #pragma once
 
@@ -33,6 +38,10 @@ class Sgp final : public Averaging {
   void flush() override;
   // out <- x / w (what the arena holds after flush()); returns true.
   bool debiased(std::span<float> out) override;
+
+  // A restarted peer taken back holds its answerers' mean model: x starts over as that model,
+  // with weight 1 (what its checkpoint restored belongs to the run it left).
+  void rejoined() override;
 
   std::vector<std::pair<std::string, std::span<float>>> state() override;
   std::map<std::string, std::string> scalars() const override;
@@ -67,6 +76,7 @@ class Sgp final : public Averaging {
   std::vector<Round> rounds_;   // round t uses rounds_[t % (tau + 1)]
   std::int64_t consumed_ = -1;  // every round <= consumed_ has been added
   std::int64_t posted_ = -1;
+  std::vector<int> live_;       // the ranks taking part in the last round (empty before the first)
 };
 
 }  // namespace murmur::optimizers

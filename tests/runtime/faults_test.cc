@@ -106,6 +106,16 @@ TEST_CASE("a killed peer restarted with the same command rejoins", "[faults][mul
   check_rejoin(algorithm, "tcp");
 }
 
+TEST_CASE("a killed peer rejoins into every other algorithm of configs/", "[faults][multiproc]") {
+  // configs/sgp.yaml (push-sum on a one-peer exponential graph, which changes every round),
+  // adpsgd.yaml (a ring) and local_sgd.yaml (an allreduce of the model every H = 8 steps).
+  const std::string algorithm = GENERATE(
+      as<std::string>(), "sgp --set topology.graph=one_peer_exponential",
+      "adpsgd --set topology.graph=ring", "local_sgd --set algorithm.local_steps=8");
+  CAPTURE(algorithm);
+  check_rejoin(algorithm, "tcp");
+}
+
 TEST_CASE("a killed diloco peer rejoins with the global model and momentum of the others",
           "[faults][multiproc]") {
   // configs/diloco.yaml's H and outer momentum, 32000 steps (the join round lies the answerers'
