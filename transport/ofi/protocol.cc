@@ -141,14 +141,20 @@ void Transport::on_error(Context& ctx, const fi_cq_err_entry& err) {
   const char* what = kind_name(static_cast<int>(op.kind));
   const int code = std::abs(err.err);  // providers differ in the sign they report
   std::exception_ptr error;
+  // A connection the provider found gone is the peer's death, as Liveness would report it a
+  // moment later: every other request of that peer fails now too (`lost`). Otherwise a send of
+  // ours whose head the provider keeps queued for the dead connection (it neither completes nor
+  // fails it) is only given up by a silence and a cancel, while the live neighbors wait on us.
+  std::string lost;
   if (op.cancelled) {
     error = std::make_exception_ptr(TransportError(
         fmt::format("ofi: {} rank {} tag {:#x}: cancelled", what, op.peer, op.tag)));
   } else if (code == FI_ECANCELED) {
     // Not by us: tcp;ofi_rxm cancels what is posted for a peer whose connection went down.
-    error = std::make_exception_ptr(PeerLost(fmt::format(
+    lost = fmt::format(
         "ofi: {} rank {} tag {:#x}: cancelled by the provider (its connection is gone)", what,
-        op.peer, op.tag)));
+        op.peer, op.tag);
+    error = std::make_exception_ptr(PeerLost(lost));
   } else if (code == FI_ETRUNC || code == EMSGSIZE) {
     error = std::make_exception_ptr(ProtocolError(fmt::format(
         "ofi: {} rank {} tag {:#x}: truncated by the provider", what, op.peer, op.tag)));
@@ -156,27 +162,18 @@ void Transport::on_error(Context& ctx, const fi_cq_err_entry& err) {
     const std::string detail = fi_cq_strerror(cq_.get(), err.prov_errno, err.err_data, nullptr, 0);
     const std::string message = fmt::format("ofi: {} rank {} tag {:#x}: {} ({})", what, op.peer,
                                             op.tag, fi_strerror(code), detail);
-    error = is_connection_loss(code) ? std::make_exception_ptr(PeerLost(message))
-                                     : std::make_exception_ptr(TransportError(message));
-  }
-  // A connection the provider found gone is the peer's death, as Liveness would report it a
-  // moment later: every other request of that peer fails now too. Otherwise a send of ours
-  // whose head the provider keeps queued for the dead connection (it neither completes nor
-  // fails it) is only given up by a silence and a cancel, while the live neighbors wait on us.
-  const bool first = !op.error;
-  const int peer = op.peer;
-  std::string why;
-  if (first && !op.cancelled) {
-    try {
-      std::rethrow_exception(error);
-    } catch (const PeerLost& e) {
-      why = e.what();
-    } catch (...) {
+    if (is_connection_loss(code)) {
+      lost = message;
+      error = std::make_exception_ptr(PeerLost(message));
+    } else {
+      error = std::make_exception_ptr(TransportError(message));
     }
   }
+  if (op.error) lost.clear();  // failed before (lose() or an earlier part): nothing new
+  const int peer = op.peer;
   abort(op, error);
   settle(op);  // may release the Op: nothing of it after this
-  if (!why.empty()) lose(peer, why);
+  if (!lost.empty()) lose(peer, lost);
 }
 
 void Transport::abort(Op& op, std::exception_ptr error) {
