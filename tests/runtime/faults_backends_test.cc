@@ -8,7 +8,9 @@
 // - a peer whose training thread stalls for 3 peer timeouts is waited for (its liveness
 //   heartbeats go on), and nobody is dropped;
 // - a peer frozen whole (SIGSTOP) for 3 peer timeouts is dropped, the others finish, and so does
-//   it, alone, once continued.
+//   it, alone, once continued;
+// - over ucx and ofi, a killed peer restarted with the same command is taken back, with every
+//   algorithm.
 // The model is wide enough (hidden 512: 150 KB messages) that UCX sends by rendezvous, which
 // waits for the receiver: the case that broke. Every command runs under `timeout`.
 #include <catch2/catch.hpp>
@@ -38,6 +40,39 @@ std::vector<std::string> backends() {
   b.push_back("ofi");
 #endif
   return b;
+}
+
+// ucx and ofi, those this build has: the backends whose rejoin goes through the bootstrap.
+std::vector<std::string> rdma_backends() {
+  std::vector<std::string> b = backends();
+  std::erase(b, "tcp");
+  return b;
+}
+
+// A rejoin run over ucx and ofi: the algorithm (a value of algorithm.name and more --set after
+// it) and how many epochs it lasts on each. The join step lies the answerers' fastest pace times
+// a peer timeout ahead (membership/rejoin.h), so a run must last several peer timeouts at its
+// own pace to take the peer back before its end. Here, idle, a restarted sgp peer's join step
+// lay 2700 steps ahead over ucx and 6800 over ofi, and 100 epochs (3200 steps) took 2.7-3.3 s
+// over ofi and 7-33 s over ucx (adpsgd the slowest): each count is sized to that, and a run
+// may take twice launch4's usual 150 s under ctest -j2.
+struct RejoinCase {
+  const char* algorithm;
+  int ucx_epochs;
+  int ofi_epochs;
+};
+
+void check_rdma_rejoin(const RejoinCase& c) {
+  const std::vector<std::string> rdma = rdma_backends();
+  if (rdma.empty()) MURMUR_SKIP("this build has neither ucx nor ofi");
+  const std::string backend = GENERATE_COPY(from_range(rdma));
+  CAPTURE(backend, c.algorithm);
+  const auto run =
+      check_rejoin(c.algorithm, backend, backend == "ofi" ? c.ofi_epochs : c.ucx_epochs, 300);
+  if (std::string_view(c.algorithm).starts_with("diloco")) {
+    CHECK_THAT(run.restart_output,
+               Catch::Contains("global model and outer momentum from the 3 of 4 ranks"));
+  }
 }
 
 // Where rank 2 dies: MURMUR_FAULT_KILL=2:step:us (runtime/fault_injection.h).
@@ -122,8 +157,7 @@ TEST_CASE("kill at any moment: allreduce algorithms, every backend", "[faults][m
 // they keep for the run (transport/tcp/bootstrap.h), and each gives it a new endpoint.
 TEST_CASE("a killed peer restarted with the same command rejoins on every backend but tcp",
           "[faults][multiproc]") {
-  std::vector<std::string> rdma = backends();
-  std::erase(rdma, "tcp");
+  const std::vector<std::string> rdma = rdma_backends();
   if (rdma.empty()) MURMUR_SKIP("this build has neither ucx nor ofi");
   const std::string backend = GENERATE_COPY(from_range(rdma));
   const std::string algorithm = GENERATE(as<std::string>(), "dpsgd --set topology.graph=ring",
@@ -169,10 +203,28 @@ TEST_CASE("a frozen peer is dropped on every backend, and finishes alone", "[fau
 
 // Its own case, to stay within the runtime tests' time bound under ctest -j2.
 TEST_CASE("a killed choco peer rejoins on every backend but tcp", "[faults][multiproc]") {
-  std::vector<std::string> rdma = backends();
-  std::erase(rdma, "tcp");
+  const std::vector<std::string> rdma = rdma_backends();
   if (rdma.empty()) MURMUR_SKIP("this build has neither ucx nor ofi");
   const std::string backend = GENERATE_COPY(from_range(rdma));
   CAPTURE(backend);
   check_choco_rejoin(backend);
+}
+
+// faults_test.cc's "every other algorithm" case and its diloco case over ucx and ofi, one case
+// per algorithm to stay within the runtime tests' time bound under ctest -j2.
+TEST_CASE("a killed sgp peer rejoins on every backend but tcp", "[faults][multiproc]") {
+  check_rdma_rejoin({"sgp --set topology.graph=one_peer_exponential", 300, 400});
+}
+
+TEST_CASE("a killed adpsgd peer rejoins on every backend but tcp", "[faults][multiproc]") {
+  check_rdma_rejoin({"adpsgd --set topology.graph=ring", 100, 400});
+}
+
+TEST_CASE("a killed local_sgd peer rejoins on every backend but tcp", "[faults][multiproc]") {
+  check_rdma_rejoin({"local_sgd --set algorithm.local_steps=8", 200, 400});
+}
+
+TEST_CASE("a killed diloco peer rejoins on every backend but tcp", "[faults][multiproc]") {
+  check_rdma_rejoin(
+      {"diloco --set algorithm.local_steps=16 --set algorithm.outer_momentum=0.5", 400, 1000});
 }

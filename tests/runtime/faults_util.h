@@ -55,26 +55,27 @@ struct SyntheticRun {
 };
 
 // murmur-launch of 4 peers on the synthetic task in continue mode (--keep-going), with `env`
-// (the fault to inject) before it and `sets` after the config.
+// (the fault to inject) before it and `sets` after the config, killed after `timeout_s`.
 inline murmur::testing::CommandResult launch4(const std::string& env, const std::filesystem::path& config,
-                                       const std::string& sets, const std::filesystem::path& out) {
+                                       const std::string& sets, const std::filesystem::path& out,
+                                       int timeout_s = 150) {
   return run_command("env " + env + " " + std::string(MURMUR_SOURCE_DIR) +
                      "/tools/murmur-launch --peer " + binary("murmur-peer") + " -n 4 " +
                      config.string() + " " + sets + " --out " + out.string() + " --keep-going",
-                     150);
+                     timeout_s);
 }
 
 // Rank 2 of 4 SIGKILLs itself after step 300 (its checkpoint of step 300 written) and is
 // restarted with the same command once it is gone; it must be taken back, train to the end and
 // be in the final average. `algorithm` is a value of algorithm.name (and more --set after it).
-// `epochs` (32 steps each) must outlast the restart by far, and fit launch4's 150 s when loaded.
+// `epochs` (32 steps each) must outlast the restart by far, and fit `timeout_s` when loaded.
 struct RejoinRun {
   nlohmann::json summary;      // summary.json
   std::string restart_output;  // the restarted rank 2's log
 };
 
 inline RejoinRun check_rejoin(const std::string& algorithm, const std::string& backend,
-                              int epochs = 400) {
+                              int epochs = 400, int timeout_s = 150) {
   const SyntheticRun run;
   const auto& config = run.config;
   const auto& out = run.out;
@@ -92,11 +93,12 @@ inline RejoinRun check_rejoin(const std::string& algorithm, const std::string& b
     auto r = run_command(secret + binary("murmur-peer") + " --out " + out.string() +
                          " --rank 2 --world-size 4 --config " + config.string() +
                          " --set transport.rendezvous_dir=" + (out / "rendezvous").string() + sets +
-                         " --set run.on_peer_failure=continue", 150);
+                         " --set run.on_peer_failure=continue", timeout_s);
     restart_output = r.output;
     restart_code = r.exit_code;
   });
-  auto r = launch4("MURMUR_SECRET=faults-test-secret MURMUR_FAULT_KILL=2:300", config, sets, out);
+  auto r = launch4("MURMUR_SECRET=faults-test-secret MURMUR_FAULT_KILL=2:300", config, sets, out,
+                   timeout_s);
   killer.join();
   INFO(r.output << "\n--- restarted rank 2 ---\n" << restart_output);
   CHECK(restart_code == 0);
