@@ -7,6 +7,7 @@
 
 #include <cstddef>
 #include <span>
+#include <string>
 #include <vector>
 
 #include "transport/transport.h"
@@ -23,6 +24,18 @@ class Bootstrap {
   virtual std::vector<std::vector<std::byte>> exchange(std::span<const int> peers,
                                                        std::span<const std::byte> mine,
                                                        Deadline deadline) = 0;
+  // exchange(), where a peer that is not there (dead, left the run, or not come by `deadline`)
+  // does not fail the rest: its blob is empty, and `missed` (one entry per peer) says why; a met
+  // peer's entry is empty. What the ucx and ofi backends start with, so that a peer restarted
+  // beside a dead rank, or after the others finished, meets those still there. By default (a
+  // bootstrap that cannot tell one peer's loss from another's), as exchange().
+  virtual std::vector<std::vector<std::byte>> exchange_with_live(std::span<const int> peers,
+                                                                 std::span<const std::byte> mine,
+                                                                 Deadline deadline,
+                                                                 std::vector<std::string>& missed) {
+    missed.assign(peers.size(), std::string());
+    return exchange(peers, mine, deadline);
+  }
 
   // A rank restarted into a running run meets its peers again with its first exchange(); a
   // bootstrap that lives on after the setup lets those it met before answer it. Called now and

@@ -16,25 +16,6 @@
 
 namespace murmur::transport {
 
-namespace {
-
-// ucx and ofi peers swap their worker addresses over a TcpBootstrap, which they keep for the run
-// so that a restarted peer can meet them again. A peer that cannot meet its peers at start says
-// so, with what to look at, rather than only that a rank has left.
-template <class Make>
-std::unique_ptr<Transport> met_over_bootstrap(const std::string& backend, int rank, Make make) {
-  try {
-    return make();
-  } catch (const PeerLeft& e) {
-    throw PeerLeft(fmt::format(
-        "{}: rank {}: could not meet its peers over the bootstrap: {} (a rank that has left "
-        "the run in order does not come back; a restarted rank meets the ranks still running)",
-        backend, rank, e.what()));
-  }
-}
-
-}  // namespace
-
 std::unique_ptr<Transport> make_transport(const TransportConfig& given, int rank, int world_size) {
   TransportConfig config = given;
   // "ofi:<provider>" and "ucx:none" name a backend with one option set (see factory.h).
@@ -62,18 +43,15 @@ std::unique_ptr<Transport> make_transport(const TransportConfig& given, int rank
   }
 #ifdef MURMUR_WITH_UCX
   if (b == "ucx") {
-    return met_over_bootstrap("ucx", rank, [&] {
-      return ucx::make_transport(config, rank, world_size,
-                                 std::make_unique<TcpBootstrap>(config, rank, world_size));
-    });
+    // The bootstrap stays for the run, so that a restarted peer can meet this one again.
+    return ucx::make_transport(config, rank, world_size,
+                               std::make_unique<TcpBootstrap>(config, rank, world_size));
   }
 #endif
 #ifdef MURMUR_WITH_OFI
   if (b == "ofi") {
-    return met_over_bootstrap("ofi", rank, [&] {
-      return ofi::make_transport(config, rank, world_size,
-                                 std::make_unique<TcpBootstrap>(config, rank, world_size));
-    });
+    return ofi::make_transport(config, rank, world_size,
+                               std::make_unique<TcpBootstrap>(config, rank, world_size));
   }
 #endif
   throw ConfigError("transport.backend: " + b + ": not built into this binary (built: tcp" +

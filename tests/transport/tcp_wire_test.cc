@@ -288,7 +288,8 @@ TEST_CASE("tcp: a rank that left in order is PeerLost at once, from either side"
   CHECK_THROWS_WITH(awaiter.wait(from_awaiter, soon()), Catch::Contains("has left the run"));
 }
 
-TEST_CASE("a ucx or ofi peer whose peer left the run in order is told so", "[transport][tcp]") {
+TEST_CASE("a ucx or ofi peer whose peer left the run in order starts, and is told so",
+          "[transport][tcp]") {
   for (const std::string& backend : process_backends()) {
     if (backend == "tcp") continue;
     CAPTURE(backend);
@@ -296,15 +297,24 @@ TEST_CASE("a ucx or ofi peer whose peer left the run in order is told so", "[tra
                      ("murmur-left-" + backend + "-" + std::to_string(::getpid()));
     std::filesystem::remove_all(dir);
     std::filesystem::create_directories(dir);
-    // Rank 0 finished (its bootstrap closed in order): its file says it left, and a restarted
-    // rank 1 cannot meet it.
+    // Rank 0 finished (its bootstrap closed in order): its file says it left. A restarted
+    // rank 1 starts at once without it (as over tcp: it then trains on alone), and every
+    // request to rank 0 fails, saying why.
     std::ofstream(dir / "bootstrap-rank-0.addr") << kLeftMark << "127.0.0.1:9";
     TransportConfig c = config_with_secret("s3cret");
     c.backend = backend;
     c.rendezvous_dir = dir.string();
     c.connect_timeout_ms = murmur::testing::scaled_ms(120000);  // far past what the test waits
-    CHECK_THROWS_WITH(make_transport(c, 1, 2), Catch::Contains("has left the run") &&
-                                                   Catch::Contains("could not meet its peers"));
+    auto t = make_transport(c, 1, 2);
+    std::vector<std::byte> buffer(16);
+    auto region = t->register_region(buffer);
+    Request r = t->recv(0, 1, *region, {0, 16});
+    CHECK_THROWS_WITH(t->wait(r, soon()), Catch::Contains("has left the run") &&
+                                              Catch::Contains("not met at start"));
+    Request s = t->send(0, 1, *region, {0, 16});
+    CHECK_THROWS_AS(t->wait(s, soon()), PeerLost);
+    region.reset();  // before its transport
+    t.reset();
     std::filesystem::remove_all(dir);
   }
 }

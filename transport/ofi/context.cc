@@ -10,6 +10,7 @@
 
 #include <fmt/format.h>
 #include <rdma/fi_cm.h>
+#include <spdlog/spdlog.h>
 
 #include "core/error.h"
 #include "transport/ofi/region.h"
@@ -61,6 +62,7 @@ Transport::Transport(const TransportConfig& config, int rank, int world_size,
   kind_shift_ = rank_shift_ - 2;
   max_tag_ = (Tag{1} << kind_shift_) - 1;
   lost_.assign(world_size, false);
+  missed_.assign(world_size, std::string());
   dropped_.assign(world_size, false);
   lost_until_dropped_.assign(world_size, false);
   open(config);
@@ -82,15 +84,29 @@ Transport::Transport(const TransportConfig& config, int rank, int world_size,
   }
   restarts_.remember(peers, blob);
   const Deadline deadline = deadline_after(std::chrono::milliseconds(config.connect_timeout_ms));
-  std::vector<std::vector<std::byte>> names = bootstrap.exchange(peers, blob, deadline);
-  if (names.size() != peers.size()) {
+  std::vector<std::string> missed;
+  std::vector<std::vector<std::byte>> names =
+      bootstrap.exchange_with_live(peers, blob, deadline, missed);
+  if (names.size() != peers.size() || missed.size() != peers.size()) {
     throw TransportError(fmt::format("ofi: bootstrap returned {} names for {} peers",
                                      names.size(), peers.size()));
   }
-  for (std::size_t i = 0; i < peers.size(); ++i) liveness_.take_address(peers[i], names[i], "ofi");
+  for (std::size_t i = 0; i < peers.size(); ++i) {
+    if (missed[i].empty()) {
+      liveness_.take_address(peers[i], names[i], "ofi");
+      continue;
+    }
+    // Not met (dead, or left the run): lost, with no address, until it is restarted and meets
+    // us (revive); its requests fail at once.
+    lost_[peers[i]] = true;
+    missed_[peers[i]] = missed[i];
+    spdlog::warn("ofi: rank {}: did not meet rank {} at start ({}); it counts as lost until it "
+                 "comes back", rank, peers[i], missed[i]);
+  }
   names.insert(names.begin() + rank, name);
   addrs_.assign(world_size, FI_ADDR_UNSPEC);
   for (int r = 0; r < world_size; ++r) {
+    if (lost_[r]) continue;
     int inserted = fi_av_insert(av_.get(), names[r].data(), 1, &addrs_[r], 0, nullptr);
     if (inserted != 1) {
       throw TransportError(fmt::format("ofi: fi_av_insert of rank {}'s name failed ({})", r,

@@ -80,8 +80,12 @@ Request Transport::begin(std::shared_ptr<Op> op) {
     for (Slots::Slot& slot : op->slot) {
       if (slot) slots_->release(slot);
     }
+    const std::string& missed = missed_[op->peer];
     op->error = std::make_exception_ptr(PeerLost(
-        fmt::format("ofi: rank {} tag {:#x}: rank {} died earlier", op->peer, op->tag, op->peer)));
+        missed.empty()
+            ? fmt::format("ofi: rank {} tag {:#x}: rank {} died earlier", op->peer, op->tag, op->peer)
+            : fmt::format("ofi: rank {} tag {:#x}: not met at start: {}", op->peer, op->tag,
+                          missed)));
     op->done.store(true, std::memory_order_release);
     return Request(std::move(op));
   }

@@ -236,9 +236,10 @@ void Transport::revive(int r, std::vector<std::byte> blob) {
   // The old entry goes, and with it what the provider kept for the old process (rxm's
   // connection); a provider that cannot remove it keeps an entry nobody sends to.
   fi_addr_t old = addrs_[r];
-  (void)fi_av_remove(av_.get(), &old, 1, 0);
+  if (old != FI_ADDR_UNSPEC) (void)fi_av_remove(av_.get(), &old, 1, 0);  // UNSPEC: not met at start
   addrs_[r] = addr;
   lost_[r] = false;
+  missed_[r].clear();
   lost_until_dropped_[r] = !dropped_[r];
   dropped_[r] = false;
   liveness_.renew(r);

@@ -166,6 +166,7 @@ class Transport final : public transport::Transport {
   std::deque<Post> posts_;
   transport::Liveness liveness_;
   std::vector<bool> lost_;         // by rank: its requests have been failed
+  std::vector<std::string> missed_;  // by rank: why the bootstrap did not meet it at setup
   std::vector<bool> dropped_;  // by rank: drop() was called for its current process
   // By rank: revived before the caller gave the old process up (drop): every request fails as
   // if it were still lost until it does, so that it marks the rank dead before it talks to the

@@ -24,6 +24,20 @@ TcpBootstrap::TcpBootstrap(const TransportConfig& config, int rank, int world_si
 std::vector<std::vector<std::byte>> TcpBootstrap::exchange(std::span<const int> peers,
                                                            std::span<const std::byte> mine,
                                                            Deadline deadline) {
+  return swap(peers, mine, deadline, nullptr);
+}
+
+std::vector<std::vector<std::byte>> TcpBootstrap::exchange_with_live(
+    std::span<const int> peers, std::span<const std::byte> mine, Deadline deadline,
+    std::vector<std::string>& missed) {
+  missed.assign(peers.size(), std::string());
+  return swap(peers, mine, deadline, &missed);
+}
+
+std::vector<std::vector<std::byte>> TcpBootstrap::swap(std::span<const int> peers,
+                                                       std::span<const std::byte> mine,
+                                                       Deadline deadline,
+                                                       std::vector<std::string>* missed) {
   // Two messages per peer: the 8-byte length, then the blob, so no side guesses a size.
   const Tag size_tag = round_ * 2, blob_tag = round_ * 2 + 1;
   ++round_;
@@ -49,18 +63,25 @@ std::vector<std::vector<std::byte>> TcpBootstrap::exchange(std::span<const int> 
   }
   std::vector<std::vector<std::byte>> blobs(peers.size());
   for (std::size_t i = 0; i < peers.size(); ++i) {
-    wait_for(size_recvs[i], peers[i], "blob size");
-    auto n = load_le<std::uint64_t>(sizes[i].data());
-    if (n > kMaxBlob) {
-      throw ProtocolError(fmt::format("bootstrap: rank {}: rank {} announced a blob of {} bytes",
-                                      rank(), peers[i], n));
+    try {
+      wait_for(size_recvs[i], peers[i], "blob size");
+      auto n = load_le<std::uint64_t>(sizes[i].data());
+      if (n > kMaxBlob) {
+        throw ProtocolError(fmt::format("bootstrap: rank {}: rank {} announced a blob of {} "
+                                        "bytes", rank(), peers[i], n));
+      }
+      blobs[i].resize(n);
+      Region in(blobs[i]);
+      Request r = transport_.recv(peers[i], blob_tag, in, {0, n});
+      wait_for(r, peers[i], "blob");
+      wait_for(sends[2 * i], peers[i], "acknowledgement");
+      wait_for(sends[2 * i + 1], peers[i], "acknowledgement");
+    } catch (const PeerLost& e) {
+      if (missed == nullptr) throw;
+      (*missed)[i] = e.what();
+      blobs[i].clear();
     }
-    blobs[i].resize(n);
-    Region in(blobs[i]);
-    Request r = transport_.recv(peers[i], blob_tag, in, {0, n});
-    wait_for(r, peers[i], "blob");
   }
-  for (std::size_t i = 0; i < sends.size(); ++i) wait_for(sends[i], peers[i / 2], "acknowledgement");
   return blobs;
 }
 

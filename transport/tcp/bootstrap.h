@@ -34,6 +34,12 @@ class TcpBootstrap final : public Bootstrap {
   // Keeps a receive posted, per rank of `peers`, for the first message of a restarted rank's
   // first exchange (tag 0: tcp takes a restarted rank back on a fresh connection, and the old
   // one's tag 0 was taken at setup). A blob over 64 MiB is refused with a warning.
+  // Names, for each peer it missed, the loss (a refused connection, "has left the run") or the
+  // deadline.
+  std::vector<std::vector<std::byte>> exchange_with_live(std::span<const int> peers,
+                                                         std::span<const std::byte> mine,
+                                                         Deadline deadline,
+                                                         std::vector<std::string>& missed) override;
   std::vector<Met> answer(std::span<const int> peers, std::span<const std::byte> mine) override;
 
  private:
@@ -51,6 +57,11 @@ class TcpBootstrap final : public Bootstrap {
     std::vector<Request> sends;
     Clock::time_point next_post{};  // after a failed receive (the rank is still dead)
   };
+
+  // Both exchanges: with `missed`, a peer's loss goes there instead of out as an exception.
+  std::vector<std::vector<std::byte>> swap(std::span<const int> peers,
+                                           std::span<const std::byte> mine, Deadline deadline,
+                                           std::vector<std::string>* missed);
 
   // Before transport_, which goes first: its I/O thread may write into these until it stops.
   std::map<int, Answering> answering_;

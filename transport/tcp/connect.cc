@@ -1,5 +1,7 @@
 // Connection setup of the tcp backend: the lower rank of a pair dials, the higher accepts, and
 // both run the authenticated handshake (transport/handshake.h) before any frame is read.
+#include <optional>
+
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
@@ -14,6 +16,20 @@ namespace {
 void tune(Socket& s) {
   boost::system::error_code ec;
   s.set_option(asio::ip::tcp::no_delay(true), ec);
+}
+
+// "IP:port" as published in a rendezvous; nullopt for anything else (a "left" mark among them).
+std::optional<asio::ip::tcp::endpoint> parse_endpoint(const std::string& address) {
+  const auto colon = address.rfind(':');
+  if (colon == std::string::npos) return std::nullopt;
+  boost::system::error_code ec;
+  const auto ip = asio::ip::make_address(address.substr(0, colon), ec);
+  const std::string port = address.substr(colon + 1);
+  if (ec || port.empty() || port.size() > 5 ||
+      port.find_first_not_of("0123456789") != std::string::npos || std::stoi(port) > 65535) {
+    return std::nullopt;
+  }
+  return asio::ip::tcp::endpoint(ip, static_cast<unsigned short>(std::stoi(port)));
 }
 
 }  // namespace
@@ -115,6 +131,27 @@ asio::awaitable<void> Context::dial(Peer& p) {
   if (p.state == Peer::State::kConnecting) on_connected(p, socket);
 }
 
+asio::awaitable<void> Context::probe(Peer& p) {
+  const std::uint64_t generation = p.generation;
+  const std::string address = rendezvous_->try_lookup(p.rank).value_or("");
+  const auto endpoint = parse_endpoint(address);  // nothing to probe: dial() reports bad ones
+  if (endpoint) {
+    Socket socket(io_);
+    boost::system::error_code ec, ignored;
+    co_await socket.async_connect(*endpoint, asio::redirect_error(asio::use_awaitable, ec));
+    socket.close(ignored);
+    // Still awaited, and still at that address: a restarted process publishes a new one.
+    if (ec == asio::error::connection_refused && p.generation == generation &&
+        p.state == Peer::State::kConnecting &&
+        rendezvous_->try_lookup(p.rank).value_or("") == address) {
+      fail(p, std::make_exception_ptr(PeerLost(fmt::format(
+                  "{}: {} refused a connection: nobody listens at its published address any "
+                  "more (awaiting its dial)", self(), p.describe()))));
+    }
+  }
+  p.probing = false;
+}
+
 asio::awaitable<void> Context::accept_loop() {
   for (;;) {
     auto socket = std::make_shared<Socket>(io_);
@@ -136,9 +173,11 @@ asio::awaitable<void> Context::accept_one(std::shared_ptr<Socket> socket) {
   timer->async_wait([socket](boost::system::error_code e) {
     if (!e) socket->close(e);
   });
+  bool said_hello = false;
   try {
     std::array<std::byte, Hello::kBytes> hello_bytes;
     co_await asio::async_read(*socket, asio::buffer(hello_bytes), asio::use_awaitable);
+    said_hello = true;
     Hello hello = decode_hello(hello_bytes, from);
     // The lower rank dials; anything else is a confused or hostile process.
     if (hello.world_size != static_cast<std::uint32_t>(world_size_) ||
@@ -166,10 +205,17 @@ asio::awaitable<void> Context::accept_one(std::shared_ptr<Socket> socket) {
     p.address = from;
     on_connected(p, std::move(socket));
   } catch (const std::exception& e) {
-    // Not an error of ours: refuse the stranger, log it, keep listening.
+    // Not an error of ours: refuse the stranger, log it, keep listening. One that closes
+    // before its first byte is most likely a higher rank's probe (probe()).
     timer->cancel();
     socket->close(ec);
-    if (!closing_) spdlog::warn("{}: refused a connection from {}: {}", self(), from, e.what());
+    const auto* io = dynamic_cast<const boost::system::system_error*>(&e);
+    const bool probe = !said_hello && io != nullptr && io->code() == asio::error::eof;
+    if (!closing_ && probe) {
+      spdlog::debug("{}: a connection from {} closed before its hello (a probe)", self(), from);
+    } else if (!closing_) {
+      spdlog::warn("{}: refused a connection from {}: {}", self(), from, e.what());
+    }
   }
 }
 

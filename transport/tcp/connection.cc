@@ -247,6 +247,13 @@ asio::awaitable<void> Context::watchdog() {
           fail_if_left(p)) {
         continue;
       }
+      // And whether it is there at all, once a second (after the first: a live peer dials at
+      // once, and each probe is a connection it accepts and sees close).
+      if (p.state == Peer::State::kConnecting && rank_ > p.rank && p.watch_ticks % 50 == 0 &&
+          !p.probing && !rendezvous_->fixed_address(p.rank)) {
+        p.probing = true;
+        asio::co_spawn(io_, probe(p), asio::detached);
+      }
       if (p.state == Peer::State::kConnecting && now >= p.connect_deadline) {
         // Name what was awaited: the peer's address, or where it should have been published.
         const std::string awaited =

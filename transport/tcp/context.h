@@ -79,6 +79,7 @@ struct Peer {
   Clock::time_point last_progress{};
   Clock::time_point last_sent{};  // the last frame written: a heartbeat is due when long ago
   int watch_ticks = 0;            // watchdog ticks while awaiting its dial (rendezvous reads)
+  bool probing = false;           // probe() of its published address under way
   bool mid_frame = false;
   bool reading = false;
   // A rank seen to die may come back (restarted, with a new address): each connection is one
@@ -129,6 +130,10 @@ class Context {
   asio::awaitable<void> accept_loop();       // connect.cc
   asio::awaitable<void> accept_one(std::shared_ptr<Socket> socket);
   asio::awaitable<void> dial(Peer& p);
+  // Awaiting the dial of a lower rank: connects to the address it published, and closes again.
+  // Refused there, the process is gone (it was killed after it published), and `p` fails now
+  // rather than at the connect deadline: a rank restarted beside a dead one meets the others.
+  asio::awaitable<void> probe(Peer& p);
   asio::awaitable<void> read_loop(Peer& p);  // connection.cc
   asio::awaitable<void> write_loop(Peer& p);
   asio::awaitable<void> watchdog();

@@ -70,18 +70,23 @@ Transport::Transport(const TransportConfig& config, int rank, int world_size,
   const Deadline deadline = deadline_after(std::chrono::milliseconds(config.connect_timeout_ms));
   const std::vector<std::byte> blob = liveness_.prefixed(mine, config.host);
   restarts_.remember(peers, blob);
-  std::vector<std::vector<std::byte>> theirs = bootstrap.exchange(peers, blob, deadline);
-  if (theirs.size() != peers.size()) {
+  std::vector<std::string> missed;
+  std::vector<std::vector<std::byte>> theirs =
+      bootstrap.exchange_with_live(peers, blob, deadline, missed);
+  if (theirs.size() != peers.size() || missed.size() != peers.size()) {
     throw TransportError(fmt::format("ucx: bootstrap returned {} addresses for {} peers",
                                      theirs.size(), peers.size()));
   }
-  for (std::size_t i = 0; i < peers.size(); ++i) liveness_.take_address(peers[i], theirs[i], "ucx");
-  connect_all(peers, theirs, deadline);
-  for (int r : peers) liveness_.watch(r);
+  for (std::size_t i = 0; i < peers.size(); ++i) {
+    if (missed[i].empty()) liveness_.take_address(peers[i], theirs[i], "ucx");
+  }
+  connect_all(peers, theirs, missed, deadline);
+  for (int r : peers) liveness_.watch(r);  // a missed rank has no address: not watched
 }
 
 void Transport::connect_all(std::span<const int> peers,
-                            std::span<const std::vector<std::byte>> addrs, Deadline deadline) {
+                            std::span<const std::vector<std::byte>> addrs,
+                            std::span<const std::string> missed, Deadline deadline) {
   peers_.resize(world_size_);
   for (std::size_t i = 0; i < peers.size(); ++i) {
     const int r = peers[i];
@@ -89,13 +94,13 @@ void Transport::connect_all(std::span<const int> peers,
       throw TransportError(fmt::format("ucx: bad peer list entry {} (rank {} of {})", r, rank_,
                                        world_size_));
     }
-    peers_[r] = make_peer(r, addrs[i]);
+    peers_[r] = missed[i].empty() ? make_peer(r, addrs[i]) : missing_peer(r, missed[i]);
   }
   // Flushing each endpoint completes the wire-up now, so that a missing peer shows at setup
   // and the first timed transfer does not pay for it.
   std::vector<std::pair<Peer*, void*>> flushes;
   for (auto& p : peers_) {
-    if (!p) continue;
+    if (!p || p->ep == nullptr) continue;  // none: not met (missing_peer)
     ucp_request_param_t param{};
     ucs_status_ptr_t req = ucp_ep_flush_nbx(p->ep, &param);
     if (UCS_PTR_IS_ERR(req)) throw_ucs(UCS_PTR_STATUS(req), "ucp_ep_flush_nbx", __FILE__, __LINE__);
@@ -116,6 +121,18 @@ void Transport::connect_all(std::span<const int> peers,
                                  ucs_status_string(status)));
     }
   }
+}
+
+std::unique_ptr<Transport::Peer> Transport::missing_peer(int r, const std::string& why) {
+  auto peer = std::make_unique<Peer>();
+  peer->owner = this;
+  peer->rank = r;
+  peer->failure = UCS_ERR_UNREACHABLE;
+  peer->lost = std::make_exception_ptr(
+      PeerLost(fmt::format("ucx: rank {} lost: not met at start: {}", r, why)));
+  spdlog::warn("ucx: rank {}: did not meet rank {} at start ({}); it counts as lost until it "
+               "comes back", rank_, r, why);
+  return peer;
 }
 
 std::unique_ptr<Transport::Peer> Transport::make_peer(int r, std::span<const std::byte> address) {

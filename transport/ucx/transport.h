@@ -127,10 +127,14 @@ class Transport final : public transport::Transport {
   void check_liveness();
   void sweep();
   void finish(Op& op);
+  // Endpoints to `peers` at `addrs`; a peer the bootstrap missed (`missed` says why) has none.
   void connect_all(std::span<const int> peers, std::span<const std::vector<std::byte>> addrs,
-                   Deadline deadline);
+                   std::span<const std::string> missed, Deadline deadline);
   // An endpoint to rank `r` at worker `address`, in the error mode the config asks for.
   std::unique_ptr<Peer> make_peer(int r, std::span<const std::byte> address);
+  // Rank `r`, not met at setup (dead, or left the run): lost, with no endpoint, until it is
+  // restarted and meets us (revive).
+  std::unique_ptr<Peer> missing_peer(int r, const std::string& why);
   // Rank `r` was restarted and sent `blob` (its liveness prefix and worker address): fails what
   // was pending with its old process, closes the old endpoint, connects to the new worker.
   void revive(int r, std::vector<std::byte> blob);
