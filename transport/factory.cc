@@ -1,7 +1,5 @@
 #include "transport/factory.h"
 
-#include <fmt/format.h>
-
 #include "core/error.h"
 #include "core/names.h"
 #include "transport/rendezvous.h"

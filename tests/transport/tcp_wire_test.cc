@@ -272,6 +272,22 @@ TEST_CASE("tcp: drop() closes the connection, and the peer stays dropped", "[tra
   CHECK_THROWS_WITH(rx.transport.wait(later, soon()), Catch::Contains("counts it as dead"));
 }
 
+TEST_CASE("tcp: an address that is not IP:port is a ConfigError naming it", "[transport][tcp]") {
+  // Its own listen address, from transport.host and port.
+  TransportConfig c = config_with_secret("s3cret");
+  c.host = "not-an-ip";
+  CHECK_THROWS_WITH(tcp::Transport(c, 0, 2, std::make_shared<MemoryRendezvous>()),
+                    Catch::Contains("transport.host/port") && Catch::Contains("not-an-ip"));
+  // A peer's published address, when dialed.
+  auto rendezvous = std::make_shared<MemoryRendezvous>();
+  rendezvous->publish(1, "127.0.0.1:99999");
+  tcp::Transport dialer(config_with_secret("s3cret"), 0, 2, rendezvous);
+  std::vector<std::byte> a(16);
+  auto region = dialer.register_region(a);
+  Request r = dialer.recv(1, 1, *region, {0, 16});
+  CHECK_THROWS_WITH(dialer.wait(r, soon()), Catch::Contains("is not IP:port"));
+}
+
 TEST_CASE("tcp: a rank that left in order is PeerLost at once, from either side", "[transport][tcp]") {
   auto rendezvous = std::make_shared<MemoryRendezvous>();
   TransportConfig c = config_with_secret("s3cret");

@@ -31,15 +31,15 @@ class TcpBootstrap final : public Bootstrap {
   std::vector<std::vector<std::byte>> exchange(std::span<const int> peers,
                                                std::span<const std::byte> mine,
                                                Deadline deadline) override;
-  // Keeps a receive posted, per rank of `peers`, for the first message of a restarted rank's
-  // first exchange (tag 0: tcp takes a restarted rank back on a fresh connection, and the old
-  // one's tag 0 was taken at setup). A blob over 64 MiB is refused with a warning.
   // Names, for each peer it missed, the loss (a refused connection, "has left the run") or the
   // deadline.
   std::vector<std::vector<std::byte>> exchange_with_live(std::span<const int> peers,
                                                          std::span<const std::byte> mine,
                                                          Deadline deadline,
                                                          std::vector<std::string>& missed) override;
+  // Keeps a receive posted, per rank of `peers`, for the first message of a restarted rank's
+  // first exchange (tag 0: tcp takes a restarted rank back on a fresh connection, and the old
+  // one's tag 0 was taken at setup). A blob over 64 MiB is refused with a warning.
   std::vector<Met> answer(std::span<const int> peers, std::span<const std::byte> mine) override;
 
  private:

@@ -1,7 +1,5 @@
 // Connection setup of the tcp backend: the lower rank of a pair dials, the higher accepts, and
 // both run the authenticated handshake (transport/handshake.h) before any frame is read.
-#include <optional>
-
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
@@ -16,20 +14,6 @@ namespace {
 void tune(Socket& s) {
   boost::system::error_code ec;
   s.set_option(asio::ip::tcp::no_delay(true), ec);
-}
-
-// "IP:port" as published in a rendezvous; nullopt for anything else (a "left" mark among them).
-std::optional<asio::ip::tcp::endpoint> parse_endpoint(const std::string& address) {
-  const auto colon = address.rfind(':');
-  if (colon == std::string::npos) return std::nullopt;
-  boost::system::error_code ec;
-  const auto ip = asio::ip::make_address(address.substr(0, colon), ec);
-  const std::string port = address.substr(colon + 1);
-  if (ec || port.empty() || port.size() > 5 ||
-      port.find_first_not_of("0123456789") != std::string::npos || std::stoi(port) > 65535) {
-    return std::nullopt;
-  }
-  return asio::ip::tcp::endpoint(ip, static_cast<unsigned short>(std::stoi(port)));
 }
 
 }  // namespace
@@ -63,18 +47,16 @@ asio::awaitable<void> Context::dial(Peer& p) {
     if (fail_if_left(p)) co_return;
     if (p.address.empty()) p.address = rendezvous_->try_lookup(p.rank).value_or("");
     if (!p.address.empty()) {
-      auto colon = p.address.rfind(':');
-      boost::system::error_code ec;
-      auto ip = asio::ip::make_address(p.address.substr(0, colon), ec);
-      if (ec || colon == std::string::npos) {
+      const auto endpoint = parse_endpoint(p.address);
+      if (!endpoint) {
         fail(p, std::make_exception_ptr(ConfigError(fmt::format(
                     "{}: address of {} from {} is not IP:port", self(), p.describe(),
                     rendezvous_->describe()))));
         co_return;
       }
-      asio::ip::tcp::endpoint endpoint(ip, static_cast<unsigned short>(std::stoi(p.address.substr(colon + 1))));
+      boost::system::error_code ec;
       socket->close(ec);
-      co_await socket->async_connect(endpoint, asio::redirect_error(asio::use_awaitable, ec));
+      co_await socket->async_connect(*endpoint, asio::redirect_error(asio::use_awaitable, ec));
       if (!ec) break;
       if (ec == asio::error::connection_refused && !rendezvous_->fixed_address(p.rank)) {
         // A rank publishes its address only once it listens: refused there, it is gone (killed;

@@ -18,19 +18,18 @@ std::string Peer::describe() const {
   return address.empty() ? fmt::format("rank {}", rank) : fmt::format("rank {} ({})", rank, address);
 }
 
-namespace {
-
-asio::ip::tcp::endpoint parse_endpoint(const std::string& address, const std::string& what) {
-  auto colon = address.rfind(':');
+std::optional<asio::ip::tcp::endpoint> parse_endpoint(const std::string& address) {
+  const auto colon = address.rfind(':');
+  if (colon == std::string::npos) return std::nullopt;
   boost::system::error_code ec;
-  auto ip = asio::ip::make_address(address.substr(0, colon), ec);
-  if (colon == std::string::npos || ec) {
-    throw ConfigError(fmt::format("{}: \"{}\" is not an IP:port", what, address));
+  const auto ip = asio::ip::make_address(address.substr(0, colon), ec);
+  const std::string port = address.substr(colon + 1);
+  if (ec || port.empty() || port.size() > 5 ||
+      port.find_first_not_of("0123456789") != std::string::npos || std::stoi(port) > 65535) {
+    return std::nullopt;
   }
-  return {ip, static_cast<unsigned short>(std::stoi(address.substr(colon + 1)))};
+  return asio::ip::tcp::endpoint(ip, static_cast<unsigned short>(std::stoi(port)));
 }
-
-}  // namespace
 
 Context::Context(const TransportConfig& config, int rank, int world_size,
                  std::shared_ptr<Rendezvous> rendezvous)
@@ -54,7 +53,11 @@ Context::Context(const TransportConfig& config, int rank, int world_size,
   for (auto& h : heard_) h.store(start);
   std::string listen = rendezvous_->fixed_address(rank).value_or(
       fmt::format("{}:{}", config.host, config.port));
-  auto endpoint = parse_endpoint(listen, "transport.host/port");
+  const auto parsed = parse_endpoint(listen);
+  if (!parsed) {
+    throw ConfigError(fmt::format("transport.host/port: \"{}\" is not an IP:port", listen));
+  }
+  const asio::ip::tcp::endpoint endpoint = *parsed;
   boost::system::error_code ec;
   acceptor_.open(endpoint.protocol(), ec);
   if (!ec) acceptor_.set_option(asio::socket_base::reuse_address(true), ec);

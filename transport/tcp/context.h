@@ -14,6 +14,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <thread>
 #include <vector>
 
@@ -42,6 +43,10 @@ struct RecvOp : RequestState {
   // and discards the rest of the message.
   bool abandoned = false;
 };
+
+// "IP:port" as the tcp backend publishes and reads it (a rendezvous, a static list, its own
+// host and port); nullopt for anything else, a "left" mark among them (context.cc).
+std::optional<asio::ip::tcp::endpoint> parse_endpoint(const std::string& address);
 
 // A message that arrived (or is arriving) before its recv was posted.
 struct Unexpected {
