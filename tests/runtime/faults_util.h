@@ -162,11 +162,11 @@ inline RejoinRun check_rejoin(const std::string& algorithm, const std::string& b
 // check_rejoin() with configs/choco_topk.yaml's compression on a ring. Each neighbor takes the
 // restarted peer back at its own join step, where the two swap their public copies in full
 // (optimizers/choco.h): rank 2's log must show both of its neighbors.
-inline void check_choco_rejoin(const std::string& backend) {
+inline void check_choco_rejoin(const std::string& backend, int epochs = 400, int timeout_s = 150) {
   const auto run = check_rejoin(
       "choco --set topology.graph=ring --set algorithm.compressor.name=topk "
       "--set algorithm.compressor.ratio=0.1 --set algorithm.consensus_lr=0.2",
-      backend);
+      backend, epochs, timeout_s);
   CHECK_THAT(run.restart_output, Catch::Contains("public copies swapped with rank 1"));
   CHECK_THAT(run.restart_output, Catch::Contains("public copies swapped with rank 3"));
 }
