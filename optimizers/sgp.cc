@@ -39,7 +39,8 @@ Sgp::Sgp(const AveragingContext& ctx)
       layout_(transport_),
       schedule_(ctx.topology, transport_.world_size(), transport_.rank(), ctx.seed),
       x_(ctx.device.zeros(ctx.params.size())),
-      stride_((ctx.params.size() + 1 + 63) / 64 * 64) {
+      stride_((ctx.params.size() + 1 + 63) / 64 * 64),
+      settle_(2 * std::chrono::milliseconds(ctx.transport_config.peer_timeout_ms)) {
   device_.copy(x_.span(), params_);
   send_ = device_.zeros(stride_ * (tau_ + 1));
   send_region_ = register_array(transport_, device_, send_.span());
@@ -71,7 +72,9 @@ void Sgp::after_step(std::int64_t step) {
   // optimizer moved z = x / w to params, so x gains exactly that move: x <- z + (1 - 1/w) x.
   device_.axpby(x_.span(), 1.0f, params_, 1.0f - static_cast<float>(1.0 / w_));
   std::vector<int> live = hood_.ranks(step);
-  if (!live_.empty() && live != live_ && w_ != 1.0) {
+  const auto now = std::chrono::steady_clock::now();
+  if (!live_.empty() && live != live_) settle_until_ = now + settle_;
+  if (now < settle_until_ && w_ != 1.0) {
     device_.scale(x_.span(), static_cast<float>(1.0 / w_));
     w_ = 1.0;
   }

@@ -8,14 +8,19 @@
 // up to T steps late and mass is never lost. A dead out-neighbor's push weight stays with the
 // sender and a dead in-neighbor's message is skipped (renormalize, kColumn): the surviving mass
 // keeps x / w an unbiased average of the live peers. When the live set changes (a death, a
-// rejoin), each peer restarts its weight at 1 (x <- x / w, z unchanged): the mass lost with a
-// dead peer otherwise leaves survivors with w well below 1, and since the optimizer steps z by
-// lr / w, with several times the learning rate (the survivors of a kill diverged slowly, and a
-// rejoin on top blew them up). The consensus then tends to another convex combination of the
-// live models, as push-sum does from any positive weights. x and the messages live on the peer's
-// device; w is a host scalar that rides as the last float of each message. Not thread-safe.
+// rejoin), each peer restarts its weight at 1 (x <- x / w, z unchanged), and does so again every
+// round for two peer timeouts after: the mass lost with a dead peer otherwise leaves survivors
+// with w well below 1, and since the optimizer steps z by lr / w, with several times the
+// learning rate. One reset is not enough: a survivor that learns of the death later (its sends
+// to the dead peer still complete, into a socket buffer) pushes half its mass into the void every
+// round it sends there, and the others' weights, restarted already, drain with it (to 0.02 in
+// 50 rounds; the runs blew up). Every survivor learns of a death within a peer timeout of the
+// first. The consensus then tends to another convex combination of the live models, as
+// push-sum does from any positive weights. x and the messages live on the peer's device; w is a
+// host scalar that rides as the last float of each message. Not thread-safe.
 #pragma once
 
+#include <chrono>
 #include <memory>
 #include <vector>
 
@@ -77,6 +82,9 @@ class Sgp final : public Averaging {
   std::int64_t consumed_ = -1;  // every round <= consumed_ has been added
   std::int64_t posted_ = -1;
   std::vector<int> live_;       // the ranks taking part in the last round (empty before the first)
+  // After a change of the live set, w restarts at 1 every round until settle_until_.
+  std::chrono::steady_clock::duration settle_;
+  std::chrono::steady_clock::time_point settle_until_{};
 };
 
 }  // namespace murmur::optimizers
