@@ -30,12 +30,15 @@ std::int64_t load_step(const std::byte* p, const char* what, const char* field) 
 std::array<std::byte, JoinRequest::kBytes> JoinRequest::encode() const {
   std::array<std::byte, kBytes> out{};
   store_le<std::uint64_t>(out.data(), static_cast<std::uint64_t>(step));
+  store_le<std::uint64_t>(out.data() + 8, wants_params ? 1 : 0);
   return out;
 }
 
 JoinRequest JoinRequest::decode(std::span<const std::byte> in) {
   check_size(in, kBytes, "a join request");
-  return {load_step(in.data(), "a join request", "step")};
+  const auto flag = load_le<std::uint64_t>(in.data() + 8);
+  if (flag > 1) throw ProtocolError(fmt::format("a join request: parameters flag {}, not 0 or 1", flag));
+  return {load_step(in.data(), "a join request", "step"), flag == 1};
 }
 
 std::array<std::byte, JoinAnswer::kBytes> JoinAnswer::encode() const {

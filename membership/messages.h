@@ -14,10 +14,12 @@
 
 namespace murmur::membership {
 
-// Restarted peer -> the ranks it averages with: "take me back; I resumed at `step`".
+// Restarted peer -> every other rank: "take me back; I resumed at `step`", and, from the ranks
+// it averages with, "send me your parameters" (`wants_params`).
 struct JoinRequest {
-  static constexpr std::size_t kBytes = 8;
+  static constexpr std::size_t kBytes = 16;
   std::int64_t step = 0;
+  bool wants_params = true;
 
   std::array<std::byte, kBytes> encode() const;
   static JoinRequest decode(std::span<const std::byte> in);

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <string>
 
 #include <fmt/format.h>
 
@@ -57,9 +58,16 @@ bool JoinResponder::listen(int r) {
   try {
     // Posting may fail at once too (ucx refuses a receive from a rank it has lost).
     if (!a.pending.valid()) {
-      a.pending = transport_.recv(r, join_tag(transport_, kRequest), *a.region, {0, a.message.size()});
+      a.pending = transport_.recv(r, join_tag(transport_, kRequest), *a.region, {0, JoinRequest::kBytes});
     }
     return transport_.test(a.pending);
+  } catch (const PeerLost& e) {
+    // The transport saw its process go (ucx and ofi watch every rank, not only our neighbors):
+    // so does membership. Until it does, a new process of that rank could not be heard (its
+    // requests fail with the old loss until the runtime drops the old one).
+    a.pending = {};
+    if (!live_.dead(r)) live_.mark_dead(r, e.what());
+    return false;
   } catch (const TransportError&) {
     a.pending = {};  // still gone: listen again next time
     return false;
@@ -124,7 +132,7 @@ void JoinResponder::track_pace(std::int64_t clock) {
 void JoinResponder::poll(std::int64_t step, std::int64_t clock) {
   track_pace(clock);
   if (!committing_.empty()) take_committed(clock);
-  std::vector<int> joining;
+  std::vector<std::pair<int, bool>> joining;  // (rank, wants our parameters)
   // A request is listened for from every rank, the live ones too: a peer restarted before this
   // one saw its old process die asks while it still counts as alive here.
   for (int r = 0; r < live_.world_size(); ++r) {
@@ -132,8 +140,9 @@ void JoinResponder::poll(std::int64_t step, std::int64_t clock) {
     if (!listen(r)) continue;
     Asker& a = askers_[r];
     const std::size_t bytes = a.pending.state()->bytes;
+    JoinRequest request;
     try {
-      JoinRequest::decode(std::span(a.message).first(bytes));
+      request = JoinRequest::decode(std::span(a.message).first(bytes));
     } catch (const ProtocolError& e) {
       a.pending = {};
       log().warn("rank {}: rank {} sent a bad request to rejoin ({}); ignored", transport_.rank(),
@@ -143,7 +152,7 @@ void JoinResponder::poll(std::int64_t step, std::int64_t clock) {
     // Its old process is gone; the connection is the new one's, which restarted() keeps open.
     if (!live_.dead(r)) live_.mark_dead(r, "it was restarted, and asks to rejoin");
     a.pending = {};
-    joining.push_back(r);
+    joining.push_back({r, request.wants_params});
   }
   if (joining.empty()) return;
   // The buffers of the last answer must have left before they are overwritten.
@@ -152,34 +161,42 @@ void JoinResponder::poll(std::int64_t step, std::int64_t clock) {
   const JoinAnswer answer{step, clock + margin(), live_.agreements(), fastest_pace_};
   answer_ = answer.encode();
   snapshot_(copy_);
-  for (int r : joining) {
+  for (const auto& [r, wants_params] : joining) {
     sending_.push_back(transport_.send(r, join_tag(transport_, kAnswer), *answer_region_,
                                        {0, answer_.size()}));
-    sending_.push_back(transport_.send(r, join_tag(transport_, kParams), *copy_region_,
-                                       {0, copy_.size() * sizeof(float)}));
+    if (wants_params) {
+      sending_.push_back(transport_.send(r, join_tag(transport_, kParams), *copy_region_,
+                                         {0, copy_.size() * sizeof(float)}));
+    }
     if (how_ == JoinStep::kPerPair) {
       live_.revive(r, answer.join_step);
       continue;
     }
     Asker& c = committing_[r];
     c.region = transport_.register_region(c.message);
-    c.pending = transport_.recv(r, join_tag(transport_, kCommit), *c.region, {0, c.message.size()});
+    c.pending = transport_.recv(r, join_tag(transport_, kCommit), *c.region, {0, JoinCommit::kBytes});
   }
 }
 
 RejoinResult rejoin(transport::Transport& transport, LiveSet& live, std::span<const int> ranks,
-                    std::span<float> params, std::int64_t step, JoinStep how) {
-  const std::size_t n = params.size(), m = ranks.size();
-  auto request = JoinRequest{step}.encode();
+                    std::span<float> params, std::int64_t step, JoinStep how,
+                    std::span<const int> also_tell) {
+  const std::size_t n = params.size(), m = ranks.size(), told = also_tell.size();
+  auto request = JoinRequest{step, true}.encode();
+  auto notice = JoinRequest{step, false}.encode();
   std::vector<std::byte> answers(JoinAnswer::kBytes * std::max<std::size_t>(1, m));
   std::vector<float> theirs(n * std::max<std::size_t>(1, m));
+  std::vector<std::byte> told_answers(JoinAnswer::kBytes * std::max<std::size_t>(1, told));
   auto request_region = transport.register_region(request);
+  auto notice_region = transport.register_region(notice);
+  auto told_region = transport.register_region(told_answers);
   auto answer_region = transport.register_region(answers);
   auto params_region = transport.register_region(std::as_writable_bytes(std::span(theirs)));
   std::array<std::byte, JoinCommit::kBytes> commit{};
   auto commit_region = transport.register_region(commit);
-  std::vector<transport::Request> heads, bodies, sends, commits;
+  std::vector<transport::Request> heads, bodies, sends, commits, told_heads;
   transport::CancelOnUnwind guard(transport);
+  guard.watch(told_heads);
   guard.watch(heads);
   guard.watch(bodies);
   guard.watch(sends);
@@ -192,6 +209,12 @@ RejoinResult rejoin(transport::Transport& transport, LiveSet& live, std::span<co
     sends.push_back(transport.send(ranks[k], join_tag(transport, kRequest), *request_region,
                                    {0, request.size()}));
   }
+  for (std::size_t k = 0; k < told; ++k) {
+    told_heads.push_back(transport.recv(also_tell[k], join_tag(transport, kAnswer), *told_region,
+                                        {JoinAnswer::kBytes * k, JoinAnswer::kBytes}));
+    sends.push_back(transport.send(also_tell[k], join_tag(transport, kRequest), *notice_region,
+                                   {0, notice.size()}));
+  }
   const auto asked = std::chrono::steady_clock::now();
   // One deadline for every answer. A live neighbor notices the request at its next step, but that
   // step may be held up by a chain of waits: a neighbor that has already taken us back waits for
@@ -202,13 +225,25 @@ RejoinResult rejoin(transport::Transport& transport, LiveSet& live, std::span<co
   const auto patience = live.peer_timeout() * std::max(2, transport.world_size()) *
                         (how == JoinStep::kAgreed ? 3 : 1);
   const auto deadline = transport::deadline_after(patience);
+  // Why the last answer that did not arrive failed, for the log: the transport's word if it
+  // had one (a refused connection, a rank that has left the run).
+  std::string failure;
   auto arrived = [&](transport::Request& q, std::size_t bytes, transport::Deadline until) {
+    failure.clear();
     try {
-      if (transport.wait(q, until) && q.state()->bytes == bytes) return true;
-    } catch (const TransportError&) {
+      if (transport.wait(q, until)) {
+        if (q.state()->bytes == bytes) return true;
+        failure = fmt::format("{} bytes, expected {}", q.state()->bytes, bytes);
+      }
+    } catch (const TransportError& e) {
+      failure = e.what();
     }
     if (!q.state()->done) transport.cancel(q);
     return false;
+  };
+  auto silent = [&] {
+    return failure.empty() ? std::string("did not answer this peer's request to rejoin")
+                           : fmt::format("did not answer this peer's request to rejoin: {}", failure);
   };
   RejoinResult result;
   std::vector<const float*> inputs;
@@ -218,7 +253,7 @@ RejoinResult rejoin(transport::Transport& transport, LiveSet& live, std::span<co
     if (!arrived(heads[k], JoinAnswer::kBytes, deadline) ||
         !arrived(bodies[k], n * sizeof(float),
                  std::max(deadline, transport::deadline_after(live.peer_timeout())))) {
-      live.mark_dead(ranks[k], "did not answer this peer's request to rejoin");
+      live.mark_dead(ranks[k], silent());
       continue;
     }
     JoinAnswer answer;
@@ -234,16 +269,38 @@ RejoinResult rejoin(transport::Transport& transport, LiveSet& live, std::span<co
     inputs.push_back(theirs.data() + k * n);
     revive.emplace_back(ranks[k], answer.join_step);
   }
+  // The others only take us back (the final average and the agreements count us again); their
+  // steps count as the neighbors' do, so that we end with the run.
+  int taken_back = 0;
+  for (std::size_t k = 0; k < told; ++k) {
+    if (!arrived(told_heads[k], JoinAnswer::kBytes, deadline)) {
+      live.mark_dead(also_tell[k], silent());
+      continue;
+    }
+    JoinAnswer answer;
+    try {
+      answer = JoinAnswer::decode(std::span(told_answers).subspan(JoinAnswer::kBytes * k, JoinAnswer::kBytes));
+    } catch (const ProtocolError& e) {
+      live.mark_dead(also_tell[k], fmt::format("answered this peer's request to rejoin badly: {}", e.what()));
+      continue;
+    }
+    result.step = std::max(result.step, answer.step);
+    live.adopt_agreements(answer.agreements);
+    paces.push_back(answer.pace);
+    revive.emplace_back(also_tell[k], answer.join_step);
+    ++taken_back;
+  }
   for (auto& s : sends) {
     if (!s.state()->done) transport.cancel(s);
   }
-  result.answers = static_cast<int>(inputs.size());
-  if (inputs.empty()) {
+  result.models = static_cast<int>(inputs.size());
+  result.answers = result.models + taken_back;
+  if (result.answers == 0) {
     result.step = step;
     return result;
   }
   // The mean of the answers, summed in double in a fixed order.
-  for (std::size_t i = 0; i < n; ++i) {
+  for (std::size_t i = 0; i < n && !inputs.empty(); ++i) {
     double sum = 0;
     for (const float* in : inputs) sum += in[i];
     params[i] = static_cast<float>(sum / static_cast<double>(inputs.size()));
@@ -289,8 +346,9 @@ RejoinResult rejoin(transport::Transport& transport, LiveSet& live, std::span<co
     joined = j;
   }
   if (how == JoinStep::kAgreed && joined >= 0) live.rejoined_from(joined);
-  log().info("rank {}: rejoined at step {}: parameters from {} live neighbor(s)",
-             transport.rank(), result.step, result.answers);
+  log().info("rank {}: rejoined at step {}: parameters from {} live neighbor(s){}",
+             transport.rank(), result.step, result.models,
+             taken_back > 0 ? fmt::format("; {} other rank(s) took it back", taken_back) : "");
   return result;
 }
 

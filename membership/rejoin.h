@@ -1,5 +1,7 @@
 // How a restarted peer comes back into a run (run.on_peer_failure=continue). The restarted peer
-// R sends a JoinRequest (its step) to the ranks it averages with. A live rank that holds R dead
+// R sends a JoinRequest (its step) to every other rank, asking the ranks it averages with for
+// their parameters too (a rank that held R's old process dead but never averages with it must
+// still count the new one in the final average). A live rank that holds R dead
 // polls for such a request after every step (JoinResponder); on one, it answers with a JoinAnswer
 // (its step s, a join step J = clock + margin on the algorithm's clock, its agreement count and
 // pace) and a copy of its parameters. R (rejoin()) waits for the answers, takes the mean of the
@@ -19,6 +21,8 @@
 // runtime copies parameters to and from the device. Both classes are used by one thread.
 #pragma once
 
+#include <algorithm>
+#include <array>
 #include <chrono>
 #include <cstdint>
 #include <functional>
@@ -65,7 +69,7 @@ class JoinResponder {
 
  private:
   struct Asker {
-    std::array<std::byte, 8> message{};
+    std::array<std::byte, std::max(JoinRequest::kBytes, JoinCommit::kBytes)> message{};  // either
     std::unique_ptr<transport::Region> region;
     transport::Request pending;
   };
@@ -94,15 +98,18 @@ class JoinResponder {
 
 struct RejoinResult {
   int answers = 0;        // how many ranks took us back
+  int models = 0;         // how many of them sent their parameters (the ones in `ranks`)
   std::int64_t step = 0;  // the step to go on from (ours if nobody answered)
 };
 
-// The restarted peer's side: asks `ranks`, waits up to live.peer_timeout() x world size (x 3 for
-// kAgreed) for their answers, writes the mean of their parameters into `params` (host memory;
-// left as is if nobody answered), marks the silent ranks dead and revives the others from their
-// join steps (kAgreed: from the one it commits to).
+// The restarted peer's side: asks `ranks` (the ones it averages with) and `also_tell` (the
+// rest, who send no parameters: they only take it back, so that the final average and the
+// agreements count it again), waits up to live.peer_timeout() x world size (x 3 for kAgreed)
+// for their answers, writes the mean of the parameters of `ranks` into `params` (host memory;
+// left as is if none of them answered), marks the silent ranks dead and revives the others
+// from their join steps (kAgreed: from the one it commits to).
 RejoinResult rejoin(transport::Transport& transport, LiveSet& live, std::span<const int> ranks,
                     std::span<float> params, std::int64_t step,
-                    JoinStep how = JoinStep::kPerPair);
+                    JoinStep how = JoinStep::kPerPair, std::span<const int> also_tell = {});
 
 }  // namespace murmur::membership

@@ -107,13 +107,17 @@ std::int64_t Distributed::rejoin(std::int64_t step) {
   // Ask the ranks this one averages with: its graph neighbors (a static graph), or everyone
   // (a graph that changes every round, and the allreduce family, which averages with all).
   const int n = config_.world.size, self = transport_->rank();
-  std::vector<int> ask;
+  // The rest are told only, so that they count this rank in again too.
+  std::vector<int> ask, tell;
   if (per_pair && !topology::is_time_varying(config_.topology)) {
     const auto m = topology::rank_mixing(config_.topology, n, self, config_.run.seed, 0);
     ask = m.recv_from;
     ask.insert(ask.end(), m.send_to.begin(), m.send_to.end());
     std::sort(ask.begin(), ask.end());
     ask.erase(std::unique(ask.begin(), ask.end()), ask.end());
+    for (int r = 0; r < n; ++r) {
+      if (r != self && !std::binary_search(ask.begin(), ask.end(), r)) tell.push_back(r);
+    }
   } else {
     for (int r = 0; r < n; ++r) {
       if (r != self) ask.push_back(r);
@@ -123,8 +127,8 @@ std::int64_t Distributed::rejoin(std::int64_t step) {
   device_.download(host, params_);
   const auto result = membership::rejoin(
       *transport_, *live_, ask, host, step,
-      per_pair ? membership::JoinStep::kPerPair : membership::JoinStep::kAgreed);
-  if (result.answers > 0) {
+      per_pair ? membership::JoinStep::kPerPair : membership::JoinStep::kAgreed, tell);
+  if (result.models > 0) {
     device_.upload(params_, host);
     averaging_->rejoined();
   }

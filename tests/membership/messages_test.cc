@@ -16,6 +16,8 @@ namespace {
 TEST_CASE("join messages round-trip", "[membership]") {
   const auto request = JoinRequest{1234}.encode();
   CHECK(JoinRequest::decode(request).step == 1234);
+  CHECK(JoinRequest::decode(request).wants_params);
+  CHECK_FALSE(JoinRequest::decode(JoinRequest{5, false}.encode()).wants_params);
 
   const JoinAnswer answer{700, 906, 3, 28.125};
   const JoinAnswer back = JoinAnswer::decode(answer.encode());
@@ -40,6 +42,9 @@ TEST_CASE("join messages refuse wrong sizes and negative steps", "[membership]")
   auto negative = JoinRequest{1}.encode();
   transport::store_le<std::uint64_t>(negative.data(), ~std::uint64_t{0});
   CHECK_THROWS_AS(JoinRequest::decode(negative), ProtocolError);
+  auto flag = JoinRequest{1}.encode();
+  transport::store_le<std::uint64_t>(flag.data() + 8, 2);
+  CHECK_THROWS_WITH(JoinRequest::decode(flag), Catch::Contains("parameters flag 2"));
   // A pace that is not a finite positive number travels as 0.
   CHECK(JoinAnswer::decode(JoinAnswer{1, 2, 0, -1.0}.encode()).pace == 0.0);
 }
