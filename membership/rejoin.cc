@@ -249,6 +249,21 @@ RejoinResult rejoin(transport::Transport& transport, LiveSet& live, std::span<co
   std::vector<const float*> inputs;
   std::vector<std::pair<int, std::int64_t>> revive;
   std::vector<double> paces;  // kAgreed: each answerer's fastest rounds per second
+  // Takes rank r back on its answer (the bytes at `at`); false if the answer is bad.
+  auto take = [&](int r, std::span<const std::byte> at) {
+    JoinAnswer answer;
+    try {
+      answer = JoinAnswer::decode(at);
+    } catch (const ProtocolError& e) {
+      live.mark_dead(r, fmt::format("answered this peer's request to rejoin badly: {}", e.what()));
+      return false;
+    }
+    result.step = std::max(result.step, answer.step);
+    live.adopt_agreements(answer.agreements);
+    paces.push_back(answer.pace);
+    revive.emplace_back(r, answer.join_step);
+    return true;
+  };
   for (std::size_t k = 0; k < m; ++k) {
     if (!arrived(heads[k], JoinAnswer::kBytes, deadline) ||
         !arrived(bodies[k], n * sizeof(float),
@@ -256,18 +271,9 @@ RejoinResult rejoin(transport::Transport& transport, LiveSet& live, std::span<co
       live.mark_dead(ranks[k], silent());
       continue;
     }
-    JoinAnswer answer;
-    try {
-      answer = JoinAnswer::decode(std::span(answers).subspan(JoinAnswer::kBytes * k, JoinAnswer::kBytes));
-    } catch (const ProtocolError& e) {
-      live.mark_dead(ranks[k], fmt::format("answered this peer's request to rejoin badly: {}", e.what()));
-      continue;
+    if (take(ranks[k], std::span(answers).subspan(JoinAnswer::kBytes * k, JoinAnswer::kBytes))) {
+      inputs.push_back(theirs.data() + k * n);
     }
-    result.step = std::max(result.step, answer.step);
-    live.adopt_agreements(answer.agreements);
-    paces.push_back(answer.pace);
-    inputs.push_back(theirs.data() + k * n);
-    revive.emplace_back(ranks[k], answer.join_step);
   }
   // The others only take us back (the final average and the agreements count us again); their
   // steps count as the neighbors' do, so that we end with the run.
@@ -277,18 +283,10 @@ RejoinResult rejoin(transport::Transport& transport, LiveSet& live, std::span<co
       live.mark_dead(also_tell[k], silent());
       continue;
     }
-    JoinAnswer answer;
-    try {
-      answer = JoinAnswer::decode(std::span(told_answers).subspan(JoinAnswer::kBytes * k, JoinAnswer::kBytes));
-    } catch (const ProtocolError& e) {
-      live.mark_dead(also_tell[k], fmt::format("answered this peer's request to rejoin badly: {}", e.what()));
-      continue;
+    if (take(also_tell[k],
+             std::span(told_answers).subspan(JoinAnswer::kBytes * k, JoinAnswer::kBytes))) {
+      ++taken_back;
     }
-    result.step = std::max(result.step, answer.step);
-    live.adopt_agreements(answer.agreements);
-    paces.push_back(answer.pace);
-    revive.emplace_back(also_tell[k], answer.join_step);
-    ++taken_back;
   }
   for (auto& s : sends) {
     if (!s.state()->done) transport.cancel(s);
