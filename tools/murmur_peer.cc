@@ -110,8 +110,9 @@ int main(int argc, char** argv) {
   app.add_option("--set", overrides, "override a config key: --set train.epochs=3")
       ->allow_extra_args(false);
   app.add_option("-o,--out", out, "run directory (default: run.out, else runs/<run.name>)");
-  app.add_option("--rank", rank, "this peer's rank (default: config, MURMUR_RANK, SLURM_PROCID)");
-  app.add_option("--world-size", world, "number of peers");
+  app.add_option("--rank", rank, "this peer's rank (default: config, MURMUR_RANK, SLURM_PROCID)")
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--world-size", world, "number of peers")->check(CLI::PositiveNumber);
   app.add_option("--log-level", log_level, "trace, debug, info, warn, error");
   app.add_option("--eval-checkpoint", eval_checkpoint,
                  "evaluate this checkpoint on the config's test set, then exit");

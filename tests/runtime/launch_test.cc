@@ -115,6 +115,25 @@ TEST_CASE("murmur-launch refuses bad configs before starting peers", "[launch]")
   CHECK_THAT(r.output, Catch::Contains("topology.graph"));
 }
 
+TEST_CASE("murmur-launch and murmur-peer refuse a world of no peers", "[launch]") {
+  // Before, -n 0 was taken for "not given" and ran the config's 4 peers, and murmur-peer took
+  // --world-size 0 the same way.
+  TempDir dir;
+  const auto config = write_config(dir);
+  for (const char* n : {"0", "-3"}) {
+    auto r = run_command(launcher() + " -n " + n + " " + config.string());
+    CHECK(r.exit_code != 0);
+    CHECK_THAT(r.output, Catch::Contains(std::string("-n ") + n + ": a run needs at least 1 peer"));
+    CHECK_THAT(r.output, !Catch::Contains("peer 0"));
+  }
+  auto r = run_command(binary("murmur-peer") + " --print-config --world-size 0 --rank 0");
+  CHECK(r.exit_code != 0);
+  CHECK_THAT(r.output, Catch::Contains("--world-size"));
+  r = run_command(binary("murmur-peer") + " --print-config --world-size 2 --rank -1");
+  CHECK(r.exit_code != 0);
+  CHECK_THAT(r.output, Catch::Contains("--rank"));
+}
+
 TEST_CASE("a peer that never arrives: a timeout naming the rank awaited", "[launch][multiproc]") {
   TempDir dir;
   const auto config = write_config(dir);
