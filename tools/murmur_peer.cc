@@ -34,11 +34,6 @@
 
 namespace {
 
-int env_int(const char* name, int fallback) {
-  const char* v = std::getenv(name);
-  return (v != nullptr && *v != '\0') ? std::atoi(v) : fallback;
-}
-
 // UCX's library constructor installs its own handlers for crash signals (UCX_HANDLE_ERRORS,
 // default "bt"), also in runs that use another backend. After heap corruption its handler can
 // hang instead of ending the process, and then a launcher waits forever for a dead peer. Unless
@@ -171,7 +166,7 @@ int main(int argc, char** argv) {
     murmur::runtime::PeerOptions options;
     options.out = !out.empty() ? out : !config.run.out.empty() ? config.run.out : "runs/" + config.run.name;
     options.interactive = murmur::stderr_is_terminal();
-    options.local_peers = env_int("MURMUR_LOCAL_SIZE", 1);
+    options.local_peers = murmur::transport::local_size();
     // Fault injection for tests and experiments (MURMUR_FAULT_KILL, MURMUR_FAULT_STALL): read
     // here, at the edge, and handed to the peer as step hooks.
     options.hooks = murmur::runtime::fault_hooks_from_env(config.world.rank);

@@ -1,10 +1,13 @@
 #include "transport/world.h"
 
+#include <algorithm>
 #include <array>
 #include <charconv>
 #include <cstdlib>
 #include <optional>
+#include <string_view>
 #include <utility>
+#include <vector>
 
 #include <fmt/format.h>
 
@@ -75,6 +78,60 @@ WorldInfo resolve_world(const WorldConfig& config, const Getenv& getenv) {
 
 WorldInfo resolve_world(const WorldConfig& config) {
   return resolve_world(config, [](const char* name) -> const char* { return std::getenv(name); });
+}
+
+namespace {
+
+// The count of tasks on node `node` in Slurm's compressed list ("2(x3),1").
+int slurm_tasks_on(std::string_view list, int node) {
+  auto bad = [&] {
+    return ConfigError(fmt::format("$SLURM_TASKS_PER_NODE={}: not a list of counts such as "
+                                   "'2(x3),1'", list));
+  };
+  std::vector<std::pair<int, int>> entries;  // (tasks, nodes)
+  int first = 0;                             // the first node of the entry being read
+  std::size_t at = 0;
+  while (at <= list.size()) {
+    const std::size_t comma = std::min(list.find(',', at), list.size());
+    const std::string_view entry = list.substr(at, comma - at);
+    int count = 0, repeat = 1;
+    auto [end, ec] = std::from_chars(entry.data(), entry.data() + entry.size(), count);
+    if (ec != std::errc() || count < 1) throw bad();
+    std::string_view rest(end, entry.data() + entry.size() - end);
+    if (!rest.empty()) {
+      if (rest.size() < 4 || rest.substr(0, 2) != "(x" || rest.back() != ')') throw bad();
+      const std::string_view times = rest.substr(2, rest.size() - 3);
+      auto [tend, tec] = std::from_chars(times.data(), times.data() + times.size(), repeat);
+      if (tec != std::errc() || tend != times.data() + times.size() || repeat < 1) throw bad();
+    }
+    entries.emplace_back(count, repeat);
+    at = comma + 1;
+  }
+  // The whole list is checked before it is read: a bad entry past this node is still an error.
+  for (auto [count, repeat] : entries) {
+    if (node < first + repeat) return count;
+    first += repeat;
+  }
+  throw ConfigError(fmt::format("$SLURM_NODEID={}: past the {} node(s) of "
+                                "$SLURM_TASKS_PER_NODE={}", node, first, list));
+}
+
+}  // namespace
+
+int local_size(const Getenv& getenv) {
+  for (const char* name : {"MURMUR_LOCAL_SIZE", "OMPI_COMM_WORLD_LOCAL_SIZE"}) {
+    if (auto n = read_int(getenv, name)) {
+      if (*n < 1) throw ConfigError(fmt::format("${}=0: a node holds at least this peer", name));
+      return *n;
+    }
+  }
+  const char* tasks = getenv("SLURM_TASKS_PER_NODE");
+  if (tasks && *tasks) return slurm_tasks_on(tasks, read_int(getenv, "SLURM_NODEID").value_or(0));
+  return 1;
+}
+
+int local_size() {
+  return local_size([](const char* name) -> const char* { return std::getenv(name); });
 }
 
 }  // namespace murmur::transport

@@ -25,4 +25,12 @@ using Getenv = std::function<const char*(const char*)>;
 WorldInfo resolve_world(const WorldConfig& config, const Getenv& getenv);
 WorldInfo resolve_world(const WorldConfig& config);  // with std::getenv
 
+// How many peers share this peer's node (each sizes its thread pools to its share of the cores):
+// $MURMUR_LOCAL_SIZE (murmur-launch sets it), else Open MPI's $OMPI_COMM_WORLD_LOCAL_SIZE, else
+// Slurm's tasks on this node: $SLURM_TASKS_PER_NODE ("2(x3),1": 2 on each of the first three
+// nodes, 1 on the fourth) at $SLURM_NODEID; else 1. Throws ConfigError naming the variable for
+// a value that is not a positive count, or a node id past the list.
+int local_size(const Getenv& getenv);
+int local_size();  // with std::getenv
+
 }  // namespace murmur::transport

@@ -139,6 +139,48 @@ TEST_CASE("rank and world come from config, launcher, Slurm or Open MPI", "[tran
   CHECK_THROWS_AS(resolve_world(config, getenv), ConfigError);  // no rank anywhere
 }
 
+TEST_CASE("the local size comes from the launcher, Open MPI or Slurm's tasks on this node",
+          "[transport]") {
+  std::map<std::string, std::string> env;
+  auto getenv = [&](const char* name) -> const char* {
+    auto it = env.find(name);
+    return it == env.end() ? nullptr : it->second.c_str();
+  };
+  CHECK(local_size(getenv) == 1);  // started by hand
+  env = {{"MURMUR_LOCAL_SIZE", "3"}, {"OMPI_COMM_WORLD_LOCAL_SIZE", "5"}};
+  CHECK(local_size(getenv) == 3);
+  env = {{"OMPI_COMM_WORLD_LOCAL_SIZE", "5"}};
+  CHECK(local_size(getenv) == 5);
+  // salloc -N 4 -n 7: 2 tasks on each of the first three nodes, 1 on the last.
+  env = {{"SLURM_TASKS_PER_NODE", "2(x3),1"}, {"SLURM_NODEID", "0"}};
+  CHECK(local_size(getenv) == 2);
+  env["SLURM_NODEID"] = "2";
+  CHECK(local_size(getenv) == 2);
+  env["SLURM_NODEID"] = "3";
+  CHECK(local_size(getenv) == 1);
+  env = {{"SLURM_TASKS_PER_NODE", "4"}};  // one node, no node id
+  CHECK(local_size(getenv) == 4);
+  env = {{"SLURM_TASKS_PER_NODE", "1,3"}, {"SLURM_NODEID", "1"}};
+  CHECK(local_size(getenv) == 3);
+
+  env = {{"SLURM_TASKS_PER_NODE", "2(x3),1"}, {"SLURM_NODEID", "4"}};
+  CHECK_THROWS_WITH(local_size(getenv), Catch::Contains("SLURM_NODEID=4") &&
+                                            Catch::Contains("4 node(s)"));
+  for (const char* bad : {"", "x", "2(x0)", "2(3)", "2(x3", "0", "2,,1", "2(x3)y"}) {
+    CAPTURE(bad);
+    env = {{"SLURM_TASKS_PER_NODE", bad}, {"SLURM_NODEID", "0"}};
+    if (*bad == '\0') {
+      CHECK(local_size(getenv) == 1);  // empty: not set
+    } else {
+      CHECK_THROWS_WITH(local_size(getenv), Catch::Contains("SLURM_TASKS_PER_NODE"));
+    }
+  }
+  env = {{"MURMUR_LOCAL_SIZE", "0"}};
+  CHECK_THROWS_WITH(local_size(getenv), Catch::Contains("MURMUR_LOCAL_SIZE"));
+  env = {{"MURMUR_LOCAL_SIZE", "two"}};
+  CHECK_THROWS_AS(local_size(getenv), ConfigError);
+}
+
 TEST_CASE("directory rendezvous publishes whole files and times out naming the rank", "[transport]") {
   auto dir = std::filesystem::temp_directory_path() / ("murmur-rdv-" + std::to_string(::getpid()));
   std::filesystem::remove_all(dir);
