@@ -135,6 +135,39 @@ std::int64_t Distributed::rejoin(std::int64_t step) {
   return result.step;
 }
 
+std::int64_t Distributed::agree_start(std::int64_t step) {
+  // One average, of a vector with a slot per rank where only this rank's is non-zero: the mean
+  // times the number of ranks that took part is every rank's step. A step goes as three base-4096
+  // digits, small integers that survive the float sum and the division exactly (steps < 2^36).
+  constexpr int kDigits = 3;
+  constexpr std::int64_t kBase = 4096;
+  const int n = config_.world.size;
+  std::vector<float> slots(static_cast<std::size_t>(kDigits * n), 0.0f);
+  for (int d = 0; d < kDigits; ++d) {
+    slots[static_cast<std::size_t>(kDigits * transport_->rank() + d)] =
+        static_cast<float>((step >> (12 * (kDigits - 1 - d))) % kBase);
+  }
+  device::Array buffer = device_.zeros(slots.size());
+  const auto region = optimizers::register_array(*transport_, device_, buffer.span());
+  device_.upload(buffer.span(), std::span<const float>(slots));
+  const transport::TagLayout layout(*transport_);
+  if (!hood_->average(*region, buffer.span(), layout.make(transport::purpose::kStartStep, 0), 0)) {
+    return step;  // live: the others met at a later round, so they are under way already
+  }
+  device_.download(std::span<float>(slots), buffer.span());
+  const std::vector<int> ranks = hood_->ranks(0);
+  std::int64_t lowest = step;
+  for (const int r : ranks) {
+    std::int64_t theirs = 0;
+    for (int d = 0; d < kDigits; ++d) {
+      const float mean = slots[static_cast<std::size_t>(kDigits * r + d)];
+      theirs = theirs * kBase + std::lround(mean * static_cast<float>(ranks.size()));
+    }
+    lowest = std::min(lowest, theirs);
+  }
+  return lowest;
+}
+
 FinalAverage Distributed::average(std::span<float> model) {
   const std::span<float> mean = scratch_.span().first(model.size());
   device_.copy(mean, model);

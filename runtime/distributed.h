@@ -54,6 +54,12 @@ class Distributed {
   // the mean is over the ranks still alive (they agree on which).
   FinalAverage average(std::span<float> model);
 
+  // The step the whole run goes on from: the lowest of every peer's `step` (its checkpoint's,
+  // 0 for a fresh start). Peers stopped by one Ctrl-C checkpoint a step or two apart (one that
+  // heard the signal late finished another step), and lockstep algorithms need them level again.
+  // Every peer that starts with the run must call it; a peer rejoining a run calls rejoin().
+  std::int64_t agree_start(std::int64_t step);
+
   // Continue mode, a peer restarted after it died: asks its neighbors to take it back and puts
   // the mean of their parameters into the arena. Returns the step to go on from (`step` if
   // nobody answered, or without continue).

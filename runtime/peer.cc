@@ -34,6 +34,10 @@ namespace murmur::runtime {
 namespace {
 
 using Clock = std::chrono::steady_clock;
+// How long a peer whose neighbor vanished waits for a stop signal of its own before it calls the
+// loss a failure: signals sent to every peer at once (Ctrl-C, the launcher over ssh) arrive well
+// within it.
+constexpr std::chrono::milliseconds kStopGrace{2000};
 
 double seconds_since(Clock::time_point t) {
   return std::chrono::duration<double>(Clock::now() - t).count();
@@ -119,6 +123,7 @@ class Trainer {
     auto window_start = Clock::now();
     std::int64_t window_samples = 0;
     bool evaluated_last = false;
+    bool neighbor_stopped = false;
     while (step_ < total_steps_ && !stop_requested()) {
       const auto t = Clock::now();
       const int n = loader_.next(x_.data(), y_.data());
@@ -129,7 +134,16 @@ class Trainer {
       compute_s_ += seconds_since(t);
       ++step_;
       if (dist_) {
-        dist_->after_step(step_);
+        try {
+          dist_->after_step(step_);
+        } catch (const PeerLost& e) {
+          // A neighbor stopped on the same Ctrl-C first, and closed its connections before this
+          // peer's signal arrived: stop with a checkpoint too, rather than fail the run.
+          if (!stop_requested_within(kStopGrace)) throw;
+          log().warn("rank {}: a neighbor stopped first: {}", rank_, e.what());
+          neighbor_stopped = true;
+          break;
+        }
         take_comm_stats();
       }
       window_loss += loss;
@@ -158,7 +172,7 @@ class Trainer {
     }
     std::filesystem::remove(dir_ / "running");  // ended cleanly: a restart is no rejoin
     PeerResult result;
-    result.stopped_early = step_ < total_steps_;
+    result.stopped_early = step_ < total_steps_ || neighbor_stopped;
     if (result.stopped_early) {
       save(periodic_checkpoint_path(dir_, step_));
       log().warn("rank {}: stopped by signal {} at step {}; checkpoint written", rank_,
@@ -370,14 +384,25 @@ class Trainer {
 
   // run.on_peer_failure=continue: a peer whose last run here did not end cleanly (the marker
   // rank<r>/running is still there: it was killed) asks its neighbors to take it back, with
-  // their parameters and step (membership/rejoin.h). The marker is written for this run.
+  // their parameters and step (membership/rejoin.h). The marker is written for this run. Every
+  // other peer starts level with the rest (Distributed::agree_start).
   void rejoin_if_restarted() {
     const auto marker = dir_ / "running";
     const bool died = std::filesystem::exists(marker);
     std::ofstream(marker) << "this peer is running; left behind if it dies\n";
-    if (!died || !dist_ || !dist_->live()) return;
-    log().warn("rank {}: the last run of this peer did not end cleanly; rejoining", rank_);
-    step_ = first_step_ = dist_->rejoin(step_);
+    if (!dist_) return;
+    if (died && dist_->live()) {
+      log().warn("rank {}: the last run of this peer did not end cleanly; rejoining", rank_);
+      step_ = first_step_ = dist_->rejoin(step_);
+      return;
+    }
+    // Starting with the others: from the step of whoever checkpointed earliest.
+    const std::int64_t agreed = dist_->agree_start(step_);
+    if (agreed != step_) {
+      log().warn("rank {}: going on from step {}, where the peer furthest behind stopped "
+                 "(this one's checkpoint is of step {})", rank_, agreed, step_);
+    }
+    step_ = first_step_ = agreed;
   }
 
   const ExperimentConfig& config_;

@@ -2,6 +2,7 @@
 
 #include <atomic>
 #include <csignal>
+#include <thread>
 
 namespace murmur::runtime {
 namespace {
@@ -27,6 +28,15 @@ void install_stop_handlers() {
 }
 
 bool stop_requested() { return g_signal.load(std::memory_order_relaxed) != 0; }
+bool stop_requested_within(std::chrono::milliseconds grace) {
+  const auto until = std::chrono::steady_clock::now() + grace;
+  while (!stop_requested()) {
+    if (std::chrono::steady_clock::now() >= until) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  return true;
+}
+
 int stop_signal() { return g_signal.load(std::memory_order_relaxed); }
 
 }  // namespace murmur::runtime

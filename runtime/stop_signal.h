@@ -2,12 +2,18 @@
 // at step boundaries, writes a checkpoint and returns, so a stop never tears a file.
 #pragma once
 
+#include <chrono>
+
 namespace murmur::runtime {
 
 // Installs the handlers (idempotent). A second signal while stopping restores the default action.
 void install_stop_handlers();
 // True once SIGINT or SIGTERM arrived.
 bool stop_requested();
+// True once a stop was asked for, waiting up to `grace` for one. A peer whose neighbor vanished
+// asks this: a Ctrl-C reaches every peer of a run within milliseconds of each other, but one that
+// got it first may already have stopped, and closed its connections, before the others heard it.
+bool stop_requested_within(std::chrono::milliseconds grace);
 // The signal that asked to stop (0 if none), for the exit code 128 + signal.
 int stop_signal();
 

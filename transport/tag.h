@@ -27,6 +27,7 @@ inline constexpr unsigned kFinalAverage = 3;     // runtime: the exact average a
 inline constexpr unsigned kConsensusDistance = 4;  // runtime: the distance to that average
 inline constexpr unsigned kBenchmark = 5;        // murmur-bench and tests
 inline constexpr unsigned kJoinState = 6;        // an algorithm's state handed to a rejoining rank
+inline constexpr unsigned kStartStep = 7;        // runtime: the step every peer resumes from
 inline constexpr unsigned kFirstAlgorithm = 16;
 inline constexpr unsigned kCount = 64;           // purposes are < kCount
 }  // namespace purpose
