@@ -174,7 +174,7 @@ def run_local(sweep, out, tools, keep_checkpoints=False):
 
 def submit_slurm(sweep, out, tools, sbatch_args):
     """Submits each point not done (and not already queued) as one sbatch job that runs
-    murmur-launch --slurm in the allocation. Not testable here: no Slurm on this machine."""
+    murmur-launch --slurm in the allocation (tests/runtime/slurm_test.py runs it on a real Slurm)."""
     queued = set()
     try:
         r = subprocess.run(["squeue", "--me", "--noheader", "--format=%i"], capture_output=True, text=True)

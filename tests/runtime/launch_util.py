@@ -1,0 +1,125 @@
+"""Helpers of the launcher tests that watch a run's peers from outside: finding a run's
+murmur-peer processes, waiting for them to train, and making sure none is left behind.
+Python standard library only."""
+import glob
+import json
+import os
+import signal
+import socket
+import sys
+import time
+
+
+def ring_config(name, steps=40):
+    """A small D-PSGD run on a ring (synthetic data, 4 peers, steps of about a millisecond here):
+    `steps` of them, or near enough to endless for a run that the test stops itself."""
+    return f"""\
+run: {{name: {name}, log_every: 10, threads: 1}}
+world: {{size: 4}}
+model: {{name: mlp, hidden: [64]}}
+data: {{name: synthetic, synthetic: {{train_size: 2048, test_size: 256, noise: 2.5}}}}
+train: {{epochs: 1000000, batch_size: 32, max_steps: {steps}, schedule: {{name: constant}}}}
+eval: {{every_steps: 0}}
+algorithm: {{name: dpsgd}}
+topology: {{graph: ring}}
+"""
+
+
+ENDLESS = 10_000_000  # ring_config(steps=ENDLESS): hours here; the tests stop it themselves
+
+
+class Checks:
+    """A test's checks: check(cond, what) records and prints a failure and goes on; skip(why)
+    exits 77 (CTest's skip) unless something already failed; result() prints the verdict and
+    is the exit code."""
+
+    SKIP = 77
+
+    def __init__(self, name):
+        self.name = name
+        self.failures = []
+
+    def __call__(self, cond, what):
+        if not cond:
+            self.failures.append(what)
+            print(f"{self.name}: FAILED: {what}", flush=True)
+        return cond
+
+    def skip(self, why):
+        print(f"{self.name}: skipped: {why}")
+        sys.exit(1 if self.failures else self.SKIP)
+
+    def result(self):
+        print(f"{self.name}: {'ok' if not self.failures else f'{len(self.failures)} failure(s)'}")
+        return 1 if self.failures else 0
+
+
+def peers_of(out):
+    """{pid: cmdline} of the murmur-peer processes of the run in `out`."""
+    found = {}
+    for path in glob.glob("/proc/[0-9]*/cmdline"):
+        try:
+            with open(path, "rb") as f:
+                argv = f.read().split(b"\0")
+        except OSError:
+            continue
+        if argv and argv[0].endswith(b"murmur-peer") and out.encode() in argv:
+            found[int(path.split("/")[2])] = argv
+    return found
+
+
+def has_stepped(out, rank):
+    try:
+        with open(os.path.join(out, f"rank{rank}", "metrics.jsonl")) as f:
+            return '"step"' in f.read()
+    except OSError:
+        return False
+
+
+def wait_training(out, n=4, deadline_s=60):
+    """True once each of the n ranks has logged a step, False at the deadline."""
+    t = time.time() + deadline_s
+    while time.time() < t:
+        if all(has_stepped(out, r) for r in range(n)):
+            return True
+        time.sleep(0.2)
+    return False
+
+
+def result(out, rank):
+    """rank<r>/result.json of the run in `out`, or None."""
+    try:
+        with open(os.path.join(out, f"rank{rank}", "result.json")) as f:
+            return json.load(f)
+    except (OSError, ValueError):
+        return None
+
+
+def wait_gone(out, within_s):
+    """True if the run's peers are all gone within `within_s`; SIGKILLs any left, either way."""
+    t = time.time() + within_s
+    while time.time() < t and peers_of(out):
+        time.sleep(0.2)
+    left = peers_of(out)
+    for pid in left:  # never leave one behind, whatever the check says
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    return not left
+
+
+def environ_of(pid):
+    """The environment of process `pid` as a dict ({} once it has gone)."""
+    try:
+        with open(f"/proc/{pid}/environ", "rb") as f:
+            return dict(kv.decode(errors="replace").split("=", 1) for kv in f.read().split(b"\0") if b"=" in kv)
+    except OSError:
+        return {}
+
+
+def free_port():
+    """A TCP port on 127.0.0.1 that nothing listens on now."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]

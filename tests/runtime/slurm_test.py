@@ -1,0 +1,313 @@
+#!/usr/bin/python3
+"""murmur-launch --slurm against a real Slurm 22.05 (Debian's slurmctld, slurmd and munge):
+this test starts its own munged, slurmctld and slurmd on loopback, from a slurm.conf and a
+munge key of its own in a temporary directory (SLURM_CONF points every client there), and
+stops exactly those (by pid). Exits 77 (CTest's skip) without the packages or without root.
+
+1. `salloc -n 4 murmur-launch CONFIG --slurm`: 4 peers, summary.json; each peer's local rank
+   and local size from Slurm (SLURM_LOCALID, the tasks on its node).
+2. `salloc -n 2 murmur-launch CONFIG --slurm`, the config saying 4 peers: the run takes its
+   size from the allocation (before: srun failed asking for 4); `-n 4` in that allocation is
+   one clear error naming both, before anything starts.
+3. Ctrl-C (SIGINT) to the launcher: every peer writes a checkpoint and stops (before: srun's
+   "forcing job termination" SIGKILLed them), and the launcher exits 130.
+4. The peer of SLURM_PROCID 2 SIGKILLed: the launcher names peer 2 (before: "peer 0 exited with
+   code 137"), summary.json marks rank 2 failed, and the others stop.
+5. an sbatch script that runs murmur-launch --slurm finishes with summary.json;
+6. `murmur-sweep SWEEP --slurm`, 2 points: each an sbatch job; once they are done, `--report`
+   writes summary.csv with both (needs Debian's python3-yaml, as murmur-sweep does).
+"""
+import csv
+import glob
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+LAUNCH = os.path.join(ROOT, "tools", "murmur-launch")
+sys.path.insert(0, HERE)
+from launch_util import (ENDLESS, Checks, environ_of, free_port, peers_of, result,  # noqa: E402
+                         ring_config, wait_gone, wait_training)
+
+CONFIG = ring_config("slurm")
+DAEMONS = ("/usr/sbin/munged", "/usr/sbin/slurmctld", "/usr/sbin/slurmd")
+check = Checks("slurm_test")
+
+
+
+class Cluster:
+    """munged, slurmctld and one slurmd (this host, 4 CPUs whatever it has), all of this test's."""
+
+    def __init__(self, d):
+        self.d = d
+        self.node = socket.gethostname().split(".")[0]
+        self.procs = []
+        for sub in ("state", "spool", os.path.join("spool", self.node), "log"):
+            os.makedirs(os.path.join(d, sub), exist_ok=True)
+        self.conf = os.path.join(d, "slurm.conf")
+        with open(self.conf, "w") as f:
+            f.write(f"""ClusterName=murmurtest
+SlurmctldHost={self.node}(127.0.0.1)
+SlurmctldPort={free_port()}
+SlurmdPort={free_port()}
+AuthType=auth/munge
+AuthInfo=socket={d}/munge.sock
+CredType=cred/munge
+SlurmUser=root
+SlurmdUser=root
+StateSaveLocation={d}/state
+SlurmdSpoolDir={d}/spool/%n
+SlurmctldPidFile={d}/slurmctld.pid
+SlurmdPidFile={d}/slurmd-%n.pid
+SlurmctldLogFile={d}/log/slurmctld.log
+SlurmdLogFile={d}/log/slurmd-%n.log
+ProctrackType=proctrack/linuxproc
+TaskPlugin=task/none
+JobAcctGatherType=jobacct_gather/none
+AccountingStorageType=accounting_storage/none
+SelectType=select/cons_tres
+SelectTypeParameters=CR_CPU
+SlurmdParameters=config_overrides
+ReturnToService=2
+KillWait=10
+MpiDefault=none
+SwitchType=switch/none
+NodeName={self.node} NodeAddr=127.0.0.1 CPUs=4 State=UNKNOWN
+PartitionName=test Nodes=ALL Default=YES MaxTime=INFINITE State=UP OverSubscribe=YES
+""")
+        self.env = dict(os.environ, SLURM_CONF=self.conf)
+        for k in list(self.env):  # this test's Slurm only, not one it may itself run under
+            if k.startswith(("SLURM_", "SALLOC_", "SBATCH_", "SRUN_")) and k != "SLURM_CONF":
+                del self.env[k]
+
+    def daemon(self, argv, name):
+        out = open(os.path.join(self.d, "log", name + ".out"), "w")
+        self.procs.append(subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, env=self.env))
+
+    def start(self):
+        key = os.path.join(self.d, "munge.key")
+        subprocess.run(["mungekey", "--create", f"--keyfile={key}"], check=True)
+        os.chmod(key, 0o600)
+        d = self.d
+        self.daemon(["munged", "-F", "-f", f"--socket={d}/munge.sock", f"--key-file={key}",
+                     f"--log-file={d}/log/munged.log", f"--pid-file={d}/munged.pid",
+                     f"--seed-file={d}/munged.seed"], "munged")
+        self.daemon(["slurmctld", "-D", "-i"], "slurmctld")
+        self.daemon(["slurmd", "-D", "-N", self.node], "slurmd")
+        for _ in range(150):
+            if any(p.poll() is not None for p in self.procs):
+                break
+            r = subprocess.run(["sinfo", "-h", "-o", "%t"], capture_output=True, text=True, env=self.env)
+            if r.returncode == 0 and r.stdout.strip() == "idle":
+                return True
+            time.sleep(0.2)
+        for log in sorted(glob.glob(os.path.join(self.d, "log", "*"))):
+            with open(log) as f:
+                print(f"slurm_test: {log}:\n{f.read()[-2000:]}")
+        return False
+
+    def stop(self):
+        # Jobs first (their steps' processes are slurmstepd's, not ours), then the daemons.
+        subprocess.run(["scancel", "--user", str(os.getuid())], env=self.env, capture_output=True)
+        for p in reversed(self.procs):
+            if p.poll() is None:
+                p.terminate()
+                try:
+                    p.wait(timeout=15)
+                except subprocess.TimeoutExpired:
+                    p.kill()
+                    p.wait()
+
+
+def salloc(cluster, n, argv, **kw):
+    return subprocess.Popen(["salloc", "-n", str(n), "--quiet"] + argv, env=cluster.env, text=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True, **kw)
+
+
+def finish(p, timeout=120):
+    try:
+        return p.communicate(timeout=timeout)[0]
+    except subprocess.TimeoutExpired:
+        os.killpg(p.pid, signal.SIGKILL)
+        return p.communicate()[0] + "\n(timed out)"
+
+
+def launcher_pid(salloc_proc):
+    """The murmur-launch process under salloc (its child)."""
+    for _ in range(100):
+        for stat in glob.glob("/proc/[0-9]*/cmdline"):
+            try:
+                with open(stat, "rb") as f:
+                    argv = f.read().split(b"\0")
+                with open(stat.replace("cmdline", "stat")) as f:
+                    ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+            except (OSError, ValueError, IndexError):
+                continue
+            if ppid == salloc_proc.pid and any(a.endswith(b"murmur-launch") for a in argv):
+                return int(stat.split("/")[2])
+        time.sleep(0.1)
+    return None
+
+
+def run_all(d, cluster, peer):
+    config = os.path.join(d, "slurm.yaml")
+    with open(config, "w") as f:
+        f.write(CONFIG)
+    base = [LAUNCH, config, "--slurm", "--peer", peer]
+
+    # 1. Four peers in an allocation of four.
+    out = os.path.join(d, "four")
+    t0 = time.time()
+    text = finish(salloc(cluster, 4, base + ["-n", "4", "--out", out]))
+    summary = os.path.join(out, "summary.json")
+    if check(os.path.exists(summary), f"salloc -n 4: no summary.json:\n{text[-3000:]}"):
+        with open(summary) as f:
+            s = json.load(f)
+        check(len(s["peers"]) == 4 and "average_model" in s and not any(p.get("failed") for p in s["peers"]),
+              f"salloc -n 4: summary peers {s['peers']}")
+    print(f"slurm_test: salloc -n 4, 4 peers: {time.time() - t0:.1f} s", flush=True)
+
+    # 2. The allocation decides the size; -n beyond it is refused.
+    out = os.path.join(d, "two")
+    text = finish(salloc(cluster, 2, base + ["--out", out]))
+    ok = os.path.exists(os.path.join(out, "summary.json"))
+    if check(ok, f"salloc -n 2 without -n: no summary.json:\n{text[-3000:]}"):
+        with open(os.path.join(out, "summary.json")) as f:
+            check(json.load(f)["world_size"] == 2, "salloc -n 2: the world is not 2")
+    out = os.path.join(d, "too-many")
+    text = finish(salloc(cluster, 2, base + ["-n", "4", "--out", out]))
+    check("-n 4" in text and "2 tasks" in text and not os.path.exists(os.path.join(out, "rank0")),
+          f"-n 4 in an allocation of 2:\n{text[-3000:]}")
+
+    long_run = ["-n", "4", "--set", f"train.max_steps={ENDLESS}"]
+    # 3. Ctrl-C.
+    out = os.path.join(d, "interrupt")
+    p = salloc(cluster, 4, base + long_run + ["--out", out])
+    launcher = launcher_pid(p)
+    if check(launcher and wait_training(out), "interrupt: the peers did not start"):
+        os.kill(launcher, signal.SIGINT)
+        text = finish(p)
+        check(wait_gone(out, 30), "interrupt: peers still running")
+        for r in range(4):
+            res = result(out, r)
+            ckpts = glob.glob(os.path.join(out, f"rank{r}", "ckpt-*.safetensors"))
+            check(res and res["stopped_early"] and ckpts, f"interrupt: rank {r} did not stop with a checkpoint "
+                  f"(result {res}, {len(ckpts)} checkpoints)\n{text[-3000:]}")
+        check("every peer wrote a checkpoint" in text, f"interrupt: launcher said:\n{text[-3000:]}")
+    else:
+        os.killpg(p.pid, signal.SIGKILL)
+        wait_gone(out, 0)
+
+    # 4. SLURM_PROCID 2 killed.
+    out = os.path.join(d, "killed")
+    p = salloc(cluster, 4, base + long_run + ["--out", out])
+    if check(wait_training(out), "killed: the peers did not start"):
+        victim = [pid for pid in peers_of(out) if environ_of(pid).get("SLURM_PROCID") == "2"]
+        if check(len(victim) == 1, f"killed: {len(victim)} peers with SLURM_PROCID 2"):
+            os.kill(victim[0], signal.SIGKILL)
+        text = finish(p)
+        check("peer 2 on " in text and "exited with signal SIGKILL; stopping the others" in text and
+              text.count("stopping the others") == 1,
+              f"killed: the launcher named another peer:\n{text[-3000:]}")
+        check(wait_gone(out, 30), "killed: the others still running")
+        try:
+            with open(os.path.join(out, "summary.json")) as f:
+                s = json.load(f)
+            # The others stopped (143, with a checkpoint) or failed on the loss (1), as the timing goes.
+            failed = [(q["rank"], q.get("exit")) for q in s["peers"] if q.get("failed")]
+            check((2, -9) in failed and all(code in (1, 143) for rank, code in failed if rank != 2),
+                  f"killed: summary.json's failed peers (rank, exit) {failed}, want (2, -9) and no other "
+                  f"killed\n{text[-3000:]}")
+        except (OSError, ValueError) as e:
+            check(False, f"killed: summary.json: {e}")
+    else:
+        os.killpg(p.pid, signal.SIGKILL)
+        wait_gone(out, 0)
+
+    # 5. sbatch.
+    out = os.path.join(d, "batch")
+    script = os.path.join(d, "job.sh")
+    with open(script, "w") as f:
+        f.write(f"#!/bin/sh\n#SBATCH -n 4\n#SBATCH -o {d}/batch.log\n"
+                f"exec {LAUNCH} {config} --slurm --peer {peer} --out {out}\n")
+    r = subprocess.run(["sbatch", "--wait", "--quiet", script], env=cluster.env, capture_output=True,
+                       text=True, timeout=180)
+    log = open(os.path.join(d, "batch.log")).read() if os.path.exists(os.path.join(d, "batch.log")) else ""
+    check(r.returncode == 0 and os.path.exists(os.path.join(out, "summary.json")),
+          f"sbatch: code {r.returncode} {r.stderr}\n{log[-3000:]}")
+
+    # 6. A sweep, one sbatch job per point.
+    sweep(d, cluster, peer)
+
+
+SWEEP = """\
+name: slurm-sweep
+config:
+  run: {name: slurm-sweep, log_every: 4, threads: 1}
+  model: {name: mlp, hidden: [16]}
+  data: {name: synthetic, synthetic: {train_size: 1024, test_size: 256, noise: 3.0}}
+  train: {epochs: 1, batch_size: 16, schedule: {name: constant}}
+  eval: {every_steps: 8}
+peers: 2
+grid:
+  algorithm:
+    ring: {algorithm.name: dpsgd, topology.graph: ring}
+    allreduce: {algorithm.name: allreduce}
+"""
+
+
+def sweep(d, cluster, peer):
+    spec, out = os.path.join(d, "sweep.yaml"), os.path.join(d, "sweep")
+    with open(spec, "w") as f:
+        f.write(SWEEP)
+    tool = os.path.join(ROOT, "tools", "murmur-sweep")
+    r = subprocess.run([tool, spec, "--out", out, "--peer", peer, "--slurm"], env=cluster.env,
+                       capture_output=True, text=True, timeout=120)
+    if not check(r.returncode == 0 and r.stdout.count("submitted job") == 2,
+                 f"murmur-sweep --slurm: code {r.returncode}: {r.stdout} {r.stderr}"):
+        return
+    for _ in range(600):
+        q = subprocess.run(["squeue", "--noheader", "--format=%i"], env=cluster.env, capture_output=True, text=True)
+        if q.returncode == 0 and not q.stdout.strip():
+            break
+        time.sleep(0.2)
+    r = subprocess.run([tool, "--report", out], env=cluster.env, capture_output=True, text=True, timeout=120)
+    try:
+        with open(os.path.join(out, "summary.csv")) as f:
+            rows = list(csv.DictReader(f))
+    except OSError:
+        rows = []
+    check(sorted(row["point"] for row in rows) == ["allreduce", "ring"] and all(row["peers"] == "2" for row in rows),
+          f"murmur-sweep --report after --slurm: code {r.returncode}, rows {rows}: {r.stdout} {r.stderr}")
+
+
+def main():
+    peer = sys.argv[sys.argv.index("--peer") + 1]
+    missing = [p for p in DAEMONS + ("/usr/bin/salloc", "/usr/sbin/mungekey") if not os.access(p, os.X_OK)]
+    if missing:
+        check.skip(f"no {', '.join(missing)} (Debian's slurmctld, slurmd, slurm-client and munge; "
+             "tools/setup-debian installs them)")
+    if os.geteuid() != 0:
+        check.skip("slurmd runs jobs as their user only when it runs as root")
+    with tempfile.TemporaryDirectory(prefix="murmur-slurm-") as d:
+        os.chmod(d, 0o755)
+        cluster = Cluster(d)
+        try:
+            if not cluster.start():
+                check(False, "the Slurm daemons did not start (logs above)")
+            else:
+                run_all(d, cluster, peer)
+        finally:
+            cluster.stop()
+    return check.result()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
