@@ -14,6 +14,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <thread>
 #include <vector>
 
 #include <CLI/CLI.hpp>
@@ -89,6 +90,29 @@ void summarize(const std::filesystem::path& run_dir, const std::string& config_f
       run_dir, murmur::runtime::summarize_run(run_dir, config, outcome.wall_time_s, outcome.exit_codes, target));
 }
 
+// Started by mpirun or srun without murmur-launch, and told no way to meet: a rendezvous
+// directory of this launch's own in the run directory (the run directory must be shared, as the
+// launcher's is). Its id (transport::launch_id) keeps an earlier launch's address files out.
+void use_launch_rendezvous(murmur::ExperimentConfig& config, const std::filesystem::path& run_dir) {
+  const auto& t = config.transport;
+  if (config.world.size < 2 || !t.rendezvous_dir.empty() || !t.peers.empty() || !t.hostfile.empty()) return;
+  if (const auto id = murmur::transport::launch_id()) {
+    config.transport.rendezvous_dir = (run_dir / "rendezvous" / *id).string();
+  }
+}
+
+// The peers that took part in the final average write their result.json right after it: waits
+// (a bounded while) until each has, so that summary.json holds them all.
+void wait_for_results(const std::filesystem::path& run_dir, const std::vector<int>& ranks) {
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  for (const int r : ranks) {
+    const auto file = run_dir / fmt::format("rank{}", r) / "result.json";
+    while (!std::filesystem::exists(file) && std::chrono::steady_clock::now() < until) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -154,6 +178,9 @@ int main(int argc, char** argv) {
     const auto world_info = murmur::transport::resolve_world(config.world);
     config.world.rank = world_info.rank;
     config.world.size = world_info.size;
+    const std::filesystem::path run_dir =
+        !out.empty() ? out : !config.run.out.empty() ? config.run.out : "runs/" + config.run.name;
+    use_launch_rendezvous(config, run_dir);
     murmur::validate(config);
     murmur::init_logging(fmt::format("peer {}", config.world.rank), log_level);
     if (!eval_checkpoint.empty()) {
@@ -164,7 +191,7 @@ int main(int argc, char** argv) {
     }
 
     murmur::runtime::PeerOptions options;
-    options.out = !out.empty() ? out : !config.run.out.empty() ? config.run.out : "runs/" + config.run.name;
+    options.out = run_dir;
     options.interactive = murmur::stderr_is_terminal();
     options.local_peers = murmur::transport::local_size();
     // Fault injection for tests and experiments (MURMUR_FAULT_KILL, MURMUR_FAULT_STALL): read
@@ -178,13 +205,21 @@ int main(int argc, char** argv) {
       murmur::runtime::write_json(options.out / "config.json", murmur::to_json(config));
     }
 
+    // A result.json of an earlier run here must not be read back as this one's (by the peer
+    // that writes summary.json below, or the launcher). Every peer removes its own before the
+    // start, which the peers take together (Distributed::agree_start).
+    const auto result_file = options.out / fmt::format("rank{}", config.world.rank) / "result.json";
+    std::filesystem::remove(result_file);
     murmur::runtime::PeerResult result = murmur::runtime::run_peer(config, options);
     const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    murmur::runtime::write_json(options.out / fmt::format("rank{}", config.world.rank) / "result.json",
-                                murmur::runtime::peer_json(result));
-    if (config.world.size == 1) {
+    murmur::runtime::write_json(result_file, murmur::runtime::peer_json(result));
+    // A lone peer, or the one that evaluated the average model of a run that mpirun or srun
+    // started without murmur-launch (which writes the summary itself, with the exit codes).
+    const bool by_launcher = std::getenv("MURMUR_LAUNCHER") != nullptr;
+    if (config.world.size == 1 || (result.has_average && !by_launcher)) {
+      wait_for_results(options.out, result.average_ranks);
       murmur::runtime::write_summary(options.out, murmur::runtime::summarize_run(options.out, config, wall, {}));
-      std::fprintf(stderr, "murmur-peer: results in %s (summary.json, rank0/metrics.jsonl, rank0/final.safetensors)\n",
+      std::fprintf(stderr, "murmur-peer: results in %s (summary.json, rank<r>/metrics.jsonl, rank<r>/final.safetensors)\n",
                    options.out.c_str());
     }
     if (result.stopped_early) return 128 + murmur::runtime::stop_signal();

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cctype>
 #include <charconv>
 #include <cstdlib>
 #include <optional>
@@ -16,6 +17,9 @@
 namespace murmur::transport {
 
 namespace {
+
+// The process's own environment, for the overloads that take none.
+const char* process_env(const char* name) { return std::getenv(name); }
 
 // (rank variable, size variable), in order of precedence.
 constexpr std::array<std::pair<const char*, const char*>, 3> kSources{{
@@ -77,7 +81,7 @@ WorldInfo resolve_world(const WorldConfig& config, const Getenv& getenv) {
 }
 
 WorldInfo resolve_world(const WorldConfig& config) {
-  return resolve_world(config, [](const char* name) -> const char* { return std::getenv(name); });
+  return resolve_world(config, process_env);
 }
 
 namespace {
@@ -131,7 +135,28 @@ int local_size(const Getenv& getenv) {
 }
 
 int local_size() {
-  return local_size([](const char* name) -> const char* { return std::getenv(name); });
+  return local_size(process_env);
+}
+
+std::optional<std::string> launch_id(const Getenv& getenv) {
+  const auto value = [&](const char* name) -> std::string {
+    const char* v = getenv(name);
+    std::string out;
+    for (const char* c = v ? v : ""; *c; ++c) {
+      if (std::isalnum(static_cast<unsigned char>(*c)) || *c == '.' || *c == '-' || *c == '_') out += *c;
+    }
+    return out;
+  };
+  if (const std::string job = value("SLURM_JOB_ID"); !job.empty()) {
+    const std::string step = value("SLURM_STEP_ID");
+    return "slurm-" + job + (step.empty() ? "" : "." + step);
+  }
+  if (const std::string ns = value("PMIX_NAMESPACE"); !ns.empty()) return "pmix-" + ns;
+  return std::nullopt;
+}
+
+std::optional<std::string> launch_id() {
+  return launch_id(process_env);
 }
 
 }  // namespace murmur::transport

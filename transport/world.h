@@ -5,6 +5,7 @@
 #pragma once
 
 #include <functional>
+#include <optional>
 #include <string>
 
 #include "core/config.h"
@@ -32,5 +33,12 @@ WorldInfo resolve_world(const WorldConfig& config);  // with std::getenv
 // a value that is not a positive count, or a node id past the list.
 int local_size(const Getenv& getenv);
 int local_size();  // with std::getenv
+
+// What tells this launch apart from every other one that starts the same processes, for a
+// rendezvous directory of its own: Slurm's "$SLURM_JOB_ID.$SLURM_STEP_ID" (srun), else PMIx's
+// $PMIX_NAMESPACE (Open MPI's mpirun); nullopt for any other start. Only characters safe in a
+// file name are kept.
+std::optional<std::string> launch_id(const Getenv& getenv);
+std::optional<std::string> launch_id();  // with std::getenv
 
 }  // namespace murmur::transport

@@ -14,14 +14,13 @@ import glob
 import os
 import re
 import signal
-import subprocess
 import sys
 import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, HERE)
-from launch_util import ENDLESS, Checks, ring_config, result, wait_gone, wait_training  # noqa: E402
+from launch_util import ENDLESS, Checks, Launched, ring_config, result, wait_gone, wait_training  # noqa: E402
 
 CONFIG = ring_config("interrupt", steps=ENDLESS)
 
@@ -30,18 +29,13 @@ check = Checks("interrupt_test")
 
 def interrupt(cmd, out):
     """Starts cmd, SIGINTs it once every peer trains; returns (exit code, output)."""
-    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                         start_new_session=True)
+    p = Launched(cmd)
     if not wait_training(out):
-        os.killpg(p.pid, signal.SIGKILL)
+        text = p.kill()
         wait_gone(out, 0)
-        return None, p.communicate()[0]
-    p.send_signal(signal.SIGINT)
-    try:
-        text = p.communicate(timeout=60)[0]
-    except subprocess.TimeoutExpired:
-        os.killpg(p.pid, signal.SIGKILL)
-        text = p.communicate()[0]
+        return None, text
+    p.proc.send_signal(signal.SIGINT)
+    text = p.finish(60)
     check(wait_gone(out, 10), "peers left running after the launcher exited")
     return p.returncode, text
 

@@ -6,7 +6,9 @@ import json
 import os
 import signal
 import socket
+import subprocess
 import sys
+import threading
 import time
 
 
@@ -52,6 +54,45 @@ class Checks:
     def result(self):
         print(f"{self.name}: {'ok' if not self.failures else f'{len(self.failures)} failure(s)'}")
         return 1 if self.failures else 0
+
+
+class Launched:
+    """A launcher (or salloc) started in its own session, its output read all along (a full pipe
+    would stall it), and kept: .text once it has exited."""
+
+    def __init__(self, cmd, env=None):
+        self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                                     env=env or os.environ, start_new_session=True)
+        self.pid = self.proc.pid
+        self.chunks = []
+        self.reader = threading.Thread(target=lambda: self.chunks.extend(iter(self.proc.stdout.readline, "")),
+                                       daemon=True)
+        self.reader.start()
+
+    def poll(self):
+        return self.proc.poll()
+
+    @property
+    def returncode(self):
+        return self.proc.returncode
+
+    def finish(self, timeout=120):
+        """Waits for it (SIGKILLs its session after `timeout`) and returns its output."""
+        try:
+            self.proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait()
+            self.chunks.append("\n(timed out)\n")
+        self.reader.join(timeout=10)
+        return "".join(self.chunks)
+
+    def kill(self):
+        try:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        return self.finish()
 
 
 def peers_of(out):

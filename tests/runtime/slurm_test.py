@@ -15,7 +15,10 @@ stops exactly those (by pid). Exits 77 (CTest's skip) without the packages or wi
    code 137"), summary.json marks rank 2 failed, and the others stop.
 5. an sbatch script that runs murmur-launch --slurm finishes with summary.json;
 6. `murmur-sweep SWEEP --slurm`, 2 points: each an sbatch job; once they are done, `--report`
-   writes summary.csv with both (needs Debian's python3-yaml, as murmur-sweep does).
+   writes summary.csv with both (needs Debian's python3-yaml, as murmur-sweep does);
+7. `srun -n 4 murmur-peer --config C --out D`, no launcher and no rendezvous set: the peers
+   meet in D/rendezvous/slurm-<job>.<step>, and the one that evaluates the average writes
+   summary.json (before: "no way to find peers").
 """
 import csv
 import glob
@@ -33,7 +36,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 LAUNCH = os.path.join(ROOT, "tools", "murmur-launch")
 sys.path.insert(0, HERE)
-from launch_util import (ENDLESS, Checks, environ_of, free_port, peers_of, result,  # noqa: E402
+from launch_util import (ENDLESS, Checks, Launched, environ_of, free_port, peers_of, result,  # noqa: E402
                          ring_config, wait_gone, wait_training)
 
 CONFIG = ring_config("slurm")
@@ -126,17 +129,8 @@ PartitionName=test Nodes=ALL Default=YES MaxTime=INFINITE State=UP OverSubscribe
                     p.wait()
 
 
-def salloc(cluster, n, argv, **kw):
-    return subprocess.Popen(["salloc", "-n", str(n), "--quiet"] + argv, env=cluster.env, text=True,
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True, **kw)
-
-
-def finish(p, timeout=120):
-    try:
-        return p.communicate(timeout=timeout)[0]
-    except subprocess.TimeoutExpired:
-        os.killpg(p.pid, signal.SIGKILL)
-        return p.communicate()[0] + "\n(timed out)"
+def salloc(cluster, n, argv):
+    return Launched(["salloc", "-n", str(n), "--quiet"] + argv, env=cluster.env)
 
 
 def launcher_pid(salloc_proc):
@@ -165,7 +159,7 @@ def run_all(d, cluster, peer):
     # 1. Four peers in an allocation of four.
     out = os.path.join(d, "four")
     t0 = time.time()
-    text = finish(salloc(cluster, 4, base + ["-n", "4", "--out", out]))
+    text = salloc(cluster, 4, base + ["-n", "4", "--out", out]).finish()
     summary = os.path.join(out, "summary.json")
     if check(os.path.exists(summary), f"salloc -n 4: no summary.json:\n{text[-3000:]}"):
         with open(summary) as f:
@@ -176,13 +170,13 @@ def run_all(d, cluster, peer):
 
     # 2. The allocation decides the size; -n beyond it is refused.
     out = os.path.join(d, "two")
-    text = finish(salloc(cluster, 2, base + ["--out", out]))
+    text = salloc(cluster, 2, base + ["--out", out]).finish()
     ok = os.path.exists(os.path.join(out, "summary.json"))
     if check(ok, f"salloc -n 2 without -n: no summary.json:\n{text[-3000:]}"):
         with open(os.path.join(out, "summary.json")) as f:
             check(json.load(f)["world_size"] == 2, "salloc -n 2: the world is not 2")
     out = os.path.join(d, "too-many")
-    text = finish(salloc(cluster, 2, base + ["-n", "4", "--out", out]))
+    text = salloc(cluster, 2, base + ["-n", "4", "--out", out]).finish()
     check("-n 4" in text and "2 tasks" in text and not os.path.exists(os.path.join(out, "rank0")),
           f"-n 4 in an allocation of 2:\n{text[-3000:]}")
 
@@ -193,7 +187,7 @@ def run_all(d, cluster, peer):
     launcher = launcher_pid(p)
     if check(launcher and wait_training(out), "interrupt: the peers did not start"):
         os.kill(launcher, signal.SIGINT)
-        text = finish(p)
+        text = p.finish()
         check(wait_gone(out, 30), "interrupt: peers still running")
         for r in range(4):
             res = result(out, r)
@@ -202,7 +196,7 @@ def run_all(d, cluster, peer):
                   f"(result {res}, {len(ckpts)} checkpoints)\n{text[-3000:]}")
         check("every peer wrote a checkpoint" in text, f"interrupt: launcher said:\n{text[-3000:]}")
     else:
-        os.killpg(p.pid, signal.SIGKILL)
+        p.kill()
         wait_gone(out, 0)
 
     # 4. SLURM_PROCID 2 killed.
@@ -212,7 +206,7 @@ def run_all(d, cluster, peer):
         victim = [pid for pid in peers_of(out) if environ_of(pid).get("SLURM_PROCID") == "2"]
         if check(len(victim) == 1, f"killed: {len(victim)} peers with SLURM_PROCID 2"):
             os.kill(victim[0], signal.SIGKILL)
-        text = finish(p)
+        text = p.finish()
         check("peer 2 on " in text and "exited with signal SIGKILL; stopping the others" in text and
               text.count("stopping the others") == 1,
               f"killed: the launcher named another peer:\n{text[-3000:]}")
@@ -228,7 +222,7 @@ def run_all(d, cluster, peer):
         except (OSError, ValueError) as e:
             check(False, f"killed: summary.json: {e}")
     else:
-        os.killpg(p.pid, signal.SIGKILL)
+        p.kill()
         wait_gone(out, 0)
 
     # 5. sbatch.
@@ -245,6 +239,16 @@ def run_all(d, cluster, peer):
 
     # 6. A sweep, one sbatch job per point.
     sweep(d, cluster, peer)
+
+    # 7. srun alone.
+    out = os.path.join(d, "srun")
+    env = dict(cluster.env, MURMUR_SECRET="s" * 64)
+    r = subprocess.run(["srun", "-n", "4", peer, "--config", config, "--out", out], env=env,
+                       capture_output=True, text=True, timeout=180)
+    rdv = os.listdir(os.path.join(out, "rendezvous")) if os.path.isdir(os.path.join(out, "rendezvous")) else []
+    check(r.returncode == 0 and os.path.exists(os.path.join(out, "summary.json")) and
+          len(rdv) == 1 and rdv[0].startswith("slurm-"),
+          f"srun alone: code {r.returncode}, rendezvous {rdv}:\n{(r.stdout + r.stderr)[-3000:]}")
 
 
 SWEEP = """\

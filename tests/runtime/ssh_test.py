@@ -31,7 +31,7 @@ SECRET = "5ec7e7" * 8
 sys.path.insert(0, os.path.join(ROOT, "tools"))
 sys.path.insert(0, HERE)
 import murmur_ssh  # noqa: E402
-from launch_util import (ENDLESS, Checks, environ_of, free_port, peers_of, result,  # noqa: E402
+from launch_util import (ENDLESS, Checks, Launched, environ_of, free_port, peers_of, result,  # noqa: E402
                          ring_config, wait_gone, wait_training)
 
 CONFIG = ring_config("ssh")
@@ -125,9 +125,7 @@ def launch(d, name, peer, hostfile, extra=(), env=None):
     out = os.path.join(d, name)
     cmd = [LAUNCH, os.path.join(d, "ssh.yaml"), "-n", "4", "--hostfile", hostfile, "--out", out,
            "--peer", peer] + list(extra)
-    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                         env=env or os.environ, start_new_session=True)
-    return p, out
+    return Launched(cmd, env), out
 
 
 def main():
@@ -175,7 +173,7 @@ def run_all(d, sshd, peer):
                         seen[pid] = e
             leaked = leaked or secret_on_a_command_line()
             time.sleep(0.05)
-        text = p.stdout.read()
+        text = p.finish()
         ok = check(p.returncode == 0, f"{backend}: launcher exited {p.returncode}:\n{text[-3000:]}")
         summary = os.path.join(out, "summary.json")
         if ok and check(os.path.exists(summary), f"{backend}: no summary.json"):
@@ -201,36 +199,35 @@ def run_all(d, sshd, peer):
     for how in (signal.SIGKILL, signal.SIGINT):
         name = signal.Signals(how).name
         p, out = launch(d, f"stop-{name}", peer, hostfile, long_run)
-        if not check(wait_training(out), f"{name}: the peers did not start training"):
-            os.killpg(p.pid, signal.SIGKILL)
+        if not wait_training(out):
+            check(False, f"{name}: the peers did not start training:\n{p.kill()[-3000:]}")
             wait_gone(out, 0)
             continue
         check(len(peers_of(out)) == 4, f"{name}: {len(peers_of(out))} peers running, want 4")
+        if p.poll() is not None:
+            text = p.finish()
+            check(False, f"{name}: the launcher ended by itself, code {p.returncode}:\n{text[-3000:]}")
+            continue
         os.kill(p.pid, how)
-        check(wait_gone(out, 30), f"{name}: remote peers still running 30 s after the launcher's {name}")
+        gone = wait_gone(out, 30)
+        text = p.finish(60)
+        check(gone, f"{name}: remote peers still running 30 s after the launcher's {name}:\n{text[-3000:]}")
         for r in range(4):
             ckpts = glob.glob(os.path.join(out, f"rank{r}", "ckpt-*.safetensors"))
             res = result(out, r)
             check(ckpts and res and res["stopped_early"], f"{name}: rank {r} did not stop with a checkpoint "
                   f"({len(ckpts)} checkpoints, result {res})")
         if how == signal.SIGINT:
-            text = p.communicate(timeout=60)[0]
             check(p.returncode == 128 + signal.SIGINT and "interrupted" in text and
                   text.count("checkpoint written") == 4 and "every peer wrote a checkpoint" in text,
                   f"SIGINT: launcher exited {p.returncode}:\n{text[-3000:]}")
-        else:
-            p.wait(timeout=10)
 
     # 4. A host ssh cannot reach.
     gone = os.path.join(d, "hosts-gone")
     with open(gone, "w") as f:
         f.write("node-a slots=3\nnode-gone\n")
     p, out = launch(d, "gone", peer, gone, ssh + ["--set", f"train.max_steps={ENDLESS}"])
-    try:
-        text = p.communicate(timeout=120)[0]
-    except subprocess.TimeoutExpired:
-        os.killpg(p.pid, signal.SIGKILL)
-        text = p.communicate()[0]
+    text = p.finish(120)
     check(p.returncode not in (0, None) and "peer 3 on node-gone exited with code 255 (ssh failed" in text,
           f"unreachable host: code {p.returncode}:\n{text[-3000:]}")
     check(wait_gone(out, 30), "unreachable host: the other peers were left running")

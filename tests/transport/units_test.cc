@@ -181,6 +181,23 @@ TEST_CASE("the local size comes from the launcher, Open MPI or Slurm's tasks on 
   CHECK_THROWS_AS(local_size(getenv), ConfigError);
 }
 
+TEST_CASE("a launch is told apart by Slurm's job and step, or mpirun's PMIx namespace", "[transport]") {
+  std::map<std::string, std::string> env;
+  auto getenv = [&](const char* name) -> const char* {
+    auto it = env.find(name);
+    return it == env.end() ? nullptr : it->second.c_str();
+  };
+  CHECK(launch_id(getenv) == std::nullopt);  // started by hand: no directory of its own
+  env = {{"PMIX_NAMESPACE", "1334771713"}};
+  CHECK(launch_id(getenv) == "pmix-1334771713");
+  env = {{"SLURM_JOB_ID", "42"}, {"SLURM_STEP_ID", "3"}, {"PMIX_NAMESPACE", "slurm.pmix.42.3"}};
+  CHECK(launch_id(getenv) == "slurm-42.3");
+  env = {{"SLURM_JOB_ID", "42"}};  // a batch script's own shell: no step
+  CHECK(launch_id(getenv) == "slurm-42");
+  env = {{"PMIX_NAMESPACE", "../../etc x"}};  // never a path out of the run directory
+  CHECK(launch_id(getenv) == "pmix-....etcx");
+}
+
 TEST_CASE("directory rendezvous publishes whole files and times out naming the rank", "[transport]") {
   auto dir = std::filesystem::temp_directory_path() / ("murmur-rdv-" + std::to_string(::getpid()));
   std::filesystem::remove_all(dir);
