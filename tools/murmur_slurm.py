@@ -14,6 +14,7 @@ import os
 import re
 import signal
 import subprocess
+import time
 
 EXIT_LINE = re.compile(r"^srun: error: (\S+): tasks? ([0-9][0-9,\-]*): (.+?)\s*$")
 EXIT_CODE = re.compile(r"Exited with exit code (\d+)")
@@ -50,18 +51,24 @@ def task_exits(line):
 
 
 def steps_named(name):
-    """The ids ("JOB.STEP") of this user's running steps called `name`."""
+    """The ids ("JOB.STEP") of this user's running steps called `name`; [] if squeue fails."""
     r = subprocess.run(["squeue", "--steps", "--noheader", "--format=%i %j", "--user", str(os.getuid())],
                        capture_output=True, text=True)
     return [f[0] for f in (line.split() for line in r.stdout.splitlines()) if len(f) == 2 and f[1] == name]
 
 
-def signal_step(name, sig):
-    """Sends `sig` to every task of the step `name` (SIGKILL: cancels the step); False if no
-    such step runs (yet)."""
-    steps = steps_named(name)
-    if not steps:
-        return False
+def signal_step(name, sig, tries=10):
+    """Sends `sig` to every task of the step `name` (SIGKILL: cancels the step). Returns None once
+    sent, else why not: no such step listed, or scancel's error. A loaded slurmctld answers late
+    or times out, so it tries `tries` times, half a second apart."""
     how = [] if sig == signal.SIGKILL else [f"--signal={signal.Signals(sig).name[3:]}"]
-    subprocess.run(["scancel", "--quiet"] + how + steps, capture_output=True)
-    return True
+    why = f"squeue lists no step named {name}"
+    for _ in range(tries):
+        steps = steps_named(name)
+        if steps:
+            r = subprocess.run(["scancel"] + how + steps, capture_output=True, text=True)
+            if r.returncode == 0:
+                return None
+            why = f"scancel {' '.join(how + steps)}: {r.stderr.strip() or r.returncode}"
+        time.sleep(0.5)
+    return why

@@ -133,6 +133,11 @@ def salloc(cluster, n, argv):
     return Launched(["salloc", "-n", str(n), "--quiet"] + argv, env=cluster.env)
 
 
+def said(text):
+    """The launcher's and srun's own lines of an output, without the peers' log lines."""
+    return "\n".join(line for line in text.splitlines() if line.startswith(("murmur-launch", "srun", "salloc")))[-3000:]
+
+
 def launcher_pid(salloc_proc):
     """The murmur-launch process under salloc (its child)."""
     for _ in range(100):
@@ -187,14 +192,15 @@ def run_all(d, cluster, peer):
     launcher = launcher_pid(p)
     if check(launcher and wait_training(out), "interrupt: the peers did not start"):
         os.kill(launcher, signal.SIGINT)
+        gone = wait_gone(out, 40)
         text = p.finish()
-        check(wait_gone(out, 30), "interrupt: peers still running")
+        check(gone, f"interrupt: peers still running 40 s after the SIGINT; the launcher said:\n{said(text)}")
         for r in range(4):
             res = result(out, r)
             ckpts = glob.glob(os.path.join(out, f"rank{r}", "ckpt-*.safetensors"))
             check(res and res["stopped_early"] and ckpts, f"interrupt: rank {r} did not stop with a checkpoint "
                   f"(result {res}, {len(ckpts)} checkpoints)\n{text[-3000:]}")
-        check("every peer wrote a checkpoint" in text, f"interrupt: launcher said:\n{text[-3000:]}")
+        check("every peer wrote a checkpoint" in text, f"interrupt: the launcher said:\n{said(text)}")
     else:
         p.kill()
         wait_gone(out, 0)

@@ -73,10 +73,12 @@ class Sshd:
         closed = free_port()  # nothing listens there: a host ssh cannot reach
         self.config = os.path.join(d, "ssh_config")
         with open(self.config, "w") as f:
+            # A long connect timeout: a loaded machine (ctest -j) can take seconds for sshd's
+            # banner; nothing listens at node-gone's port, so it is refused at once anyway.
             for hosts, port in (("node-a node-b", self.port), ("node-gone", closed)):
                 f.write(f"Host {hosts}\n  HostName 127.0.0.1\n  Port {port}\n  IdentityFile {key}\n"
                         "  IdentitiesOnly yes\n  StrictHostKeyChecking no\n"
-                        "  UserKnownHostsFile /dev/null\n  LogLevel ERROR\n  ConnectTimeout 5\n")
+                        "  UserKnownHostsFile /dev/null\n  LogLevel ERROR\n  ConnectTimeout 60\n")
 
     def start(self):
         if os.geteuid() == 0 and not os.path.isdir("/run/sshd"):  # sshd's privilege-separation dir
