@@ -1,20 +1,21 @@
 """Slurm for murmur-launch --slurm: the allocation's size, which task srun says exited how, and
 stopping a step so that its peers write their checkpoints.
 
-- Signals go to the step through `scancel --signal=TERM JOB.STEP`, not to srun: srun turns a
-  SIGINT or SIGTERM of its own into "forcing job termination", which SIGKILLs the tasks before
-  they can write a checkpoint. The step is found by its name (`srun -J`), unique per launch.
+- A stop goes through srun itself, started with `--disable-status`: one SIGINT to srun is then
+  forwarded at once as SIGINT to every task, by srun to each node's slurmd (without that
+  option srun only prints the tasks' states; a SIGTERM to srun is "forcing job termination",
+  a SIGKILL of every task, which is how a stop is escalated). Not `scancel --signal`: that
+  goes through slurmctld, which took up to 25 s to answer here under load, past the grace a
+  stop has before it is escalated.
 - srun exits with one code for the whole step; which task failed is in its own error lines
   (`srun: error: node3: task 2: Killed`, `... tasks 0-1,3: Exited with exit code 1`), read as they
   come, so the failed peer is the one named and summary.json holds its code.
 
-Python standard library only; scancel and squeue come with Debian's slurm-client.
+Python standard library only; srun comes with Debian's slurm-client.
 """
 import os
 import re
 import signal
-import subprocess
-import time
 
 EXIT_LINE = re.compile(r"^srun: error: (\S+): tasks? ([0-9][0-9,\-]*): (.+?)\s*$")
 EXIT_CODE = re.compile(r"Exited with exit code (\d+)")
@@ -48,27 +49,3 @@ def task_exits(line):
         lo, _, hi = part.partition("-")
         out += [(host, t, rc) for t in range(int(lo), int(hi or lo) + 1)]
     return out
-
-
-def steps_named(name):
-    """The ids ("JOB.STEP") of this user's running steps called `name`; [] if squeue fails."""
-    r = subprocess.run(["squeue", "--steps", "--noheader", "--format=%i %j", "--user", str(os.getuid())],
-                       capture_output=True, text=True)
-    return [f[0] for f in (line.split() for line in r.stdout.splitlines()) if len(f) == 2 and f[1] == name]
-
-
-def signal_step(name, sig, tries=10):
-    """Sends `sig` to every task of the step `name` (SIGKILL: cancels the step). Returns None once
-    sent, else why not: no such step listed, or scancel's error. A loaded slurmctld answers late
-    or times out, so it tries `tries` times, half a second apart."""
-    how = [] if sig == signal.SIGKILL else [f"--signal={signal.Signals(sig).name[3:]}"]
-    why = f"squeue lists no step named {name}"
-    for _ in range(tries):
-        steps = steps_named(name)
-        if steps:
-            r = subprocess.run(["scancel"] + how + steps, capture_output=True, text=True)
-            if r.returncode == 0:
-                return None
-            why = f"scancel {' '.join(how + steps)}: {r.stderr.strip() or r.returncode}"
-        time.sleep(0.5)
-    return why
