@@ -13,7 +13,6 @@ stopping a step so that its peers write their checkpoints.
 
 Python standard library only; srun comes with Debian's slurm-client.
 """
-import os
 import re
 import signal
 
