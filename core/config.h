@@ -187,7 +187,11 @@ void describe(V& v, WorldConfig& c) {
 
 struct TransportConfig {
   std::string backend = "tcp";          // transport/factory.h
-  std::string host = "127.0.0.1";       // address this peer listens on
+  // Where this peer listens: an IPv4 address, or "auto": that of `interface` (or
+  // $MURMUR_SOCKET_IFNAME), loopback when the whole world is on this host, else the default
+  // route's interface, else the host name's address (transport/address.h).
+  std::string host = "auto";
+  std::string interface;                // NCCL_SOCKET_IFNAME syntax: "eth,ib", "=eth0", "^docker"
   int port = 0;                         // 0 = any free port (published by rendezvous)
   std::vector<std::string> peers;       // static list "host:port", one per rank
   std::string hostfile;                 // or a file with one "host:port" per line
@@ -213,6 +217,7 @@ template <class V>
 void describe(V& v, TransportConfig& c) {
   v("backend", c.backend, Registered{});
   v("host", c.host);
+  v("interface", c.interface);
   v("port", c.port, Range{0, 65535});
   v("peers", c.peers);
   v("hostfile", c.hostfile);

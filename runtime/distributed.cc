@@ -10,6 +10,8 @@
 #include "optimizers/device_arrays.h"
 #include "topology/mixing.h"
 #include "topology/schedule.h"
+#include "core/logging.h"
+#include "transport/address.h"
 #include "transport/factory.h"
 #include "transport/tag.h"
 
@@ -20,6 +22,16 @@ namespace {
 // can use the Transport, while some rank is dead.
 constexpr std::int64_t kJoinPollSteps = 8;
 
+// The run's transport, on the address that transport.host (by default "auto") comes to, said
+// once in the log: on a cluster, the first thing to know when peers cannot reach each other.
+std::shared_ptr<transport::Transport> make_backend(const ExperimentConfig& config, int rank) {
+  TransportConfig tc = config.transport;
+  const transport::ChosenAddress chosen = transport::choose_listen_address(tc, config.world.size);
+  tc.host = chosen.address;
+  log().info("rank {}: {} transport on {} ({})", rank, tc.backend, chosen.address, chosen.why);
+  return transport::make_transport(tc, rank, config.world.size);
+}
+
 }  // namespace
 
 Distributed::Distributed(const ExperimentConfig& config, int rank, device::Device& device,
@@ -27,9 +39,7 @@ Distributed::Distributed(const ExperimentConfig& config, int rank, device::Devic
     : config_(config),
       device_(device),
       params_(params),
-      backend_(transport ? std::move(transport)
-                         : std::shared_ptr<transport::Transport>(transport::make_transport(
-                               config.transport, rank, config.world.size))),
+      backend_(transport ? std::move(transport) : make_backend(config, rank)),
       transport_(backend_.get()) {
   // Every tag of the run fits the backend's width: checked here, once, before anything is sent.
   [[maybe_unused]] const transport::TagLayout layout(*backend_);

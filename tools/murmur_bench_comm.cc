@@ -151,6 +151,7 @@ std::vector<nlohmann::json> run_processes(const std::string& backend, int n, con
       try {
         TransportConfig c;
         c.backend = backend;
+        c.host = "127.0.0.1";  // every rank is a process of this host
         c.rendezvous_dir = dir;
         c.chunk_bytes = o.chunk_bytes;
         auto t = transport::make_transport(c, r, n);

@@ -2,6 +2,7 @@
 
 #include "core/error.h"
 #include "core/names.h"
+#include "transport/address.h"
 #include "transport/rendezvous.h"
 #include "transport/tcp/bootstrap.h"
 #include "transport/tcp/transport.h"
@@ -16,6 +17,7 @@ namespace murmur::transport {
 
 std::unique_ptr<Transport> make_transport(const TransportConfig& given, int rank, int world_size) {
   TransportConfig config = given;
+  config.host = choose_listen_address(given, world_size).address;  // "auto" made concrete
   // "ofi:<provider>" and "ucx:none" name a backend with one option set (see factory.h).
   if (const auto colon = given.backend.find(':'); colon != std::string::npos) {
     const std::string base = given.backend.substr(0, colon);

@@ -43,6 +43,7 @@ testing::Env env_for(const std::string&) { return {{"FI_TCP_IFACE", "lo"}}; }
 
 TransportConfig config_for(const std::string& provider) {
   TransportConfig c;
+  c.host = "127.0.0.1";
   c.connect_timeout_ms = murmur::testing::scaled_ms(20000);
   c.ofi_provider = provider;
   return c;

@@ -45,6 +45,7 @@ testing::Env env_for(const std::string& tls) {
 
 TransportConfig test_config(bool peer_failure = true) {
   TransportConfig c;
+  c.host = "127.0.0.1";
   c.connect_timeout_ms = murmur::testing::scaled_ms(20000);
   c.ucx_peer_failure = peer_failure;
   return c;

@@ -23,7 +23,9 @@ std::string provider_name(const std::string& wanted) {
   return wanted == "tcp" ? "tcp;ofi_rxm" : wanted;
 }
 
-Info get_info(const std::string& provider, std::uint64_t caps) {
+// `source`: the address the endpoint binds to (transport.host made concrete), for the
+// providers that address by IP; "" leaves the choice to the provider.
+Info get_info(const std::string& provider, std::uint64_t caps, const std::string& source) {
   Info hints(fi_allocinfo());
   if (!hints) throw TransportError("ofi: fi_allocinfo failed");
   hints->ep_attr->type = FI_EP_RDM;
@@ -38,7 +40,8 @@ Info get_info(const std::string& provider, std::uint64_t caps) {
   hints->rx_attr->msg_order = FI_ORDER_SAS;
   if (!provider.empty()) hints->fabric_attr->prov_name = strdup(provider.c_str());
   fi_info* found = nullptr;
-  int ret = fi_getinfo(FI_VERSION(1, 9), nullptr, nullptr, 0, hints.get(), &found);
+  int ret = fi_getinfo(FI_VERSION(1, 9), source.empty() ? nullptr : source.c_str(), nullptr,
+                       source.empty() ? 0 : FI_SOURCE, hints.get(), &found);
   if (ret == -FI_ENODATA) return nullptr;
   MURMUR_FI_CHECK(ret);
   return Info(found);
@@ -117,9 +120,13 @@ Transport::Transport(const TransportConfig& config, int rank, int world_size,
 
 void Transport::open(const TransportConfig& config) {
   const std::string provider = provider_name(config.ofi_provider);
-  info_ = get_info(provider, FI_TAGGED | FI_MSG | FI_RMA);
+  // tcp's endpoint on the peer's own address, as its bootstrap and liveness sockets: without it
+  // the provider takes an interface of its own choice, which need not be the one the other
+  // hosts reach (FI_TCP_IFACE still narrows it).
+  const std::string source = config.ofi_provider == "tcp" ? config.host : "";
+  info_ = get_info(provider, FI_TAGGED | FI_MSG | FI_RMA, source);
   has_rma_ = info_ != nullptr;
-  if (!info_) info_ = get_info(provider, FI_TAGGED | FI_MSG);
+  if (!info_) info_ = get_info(provider, FI_TAGGED | FI_MSG, source);
   if (!info_) {
     throw TransportError(fmt::format(
         "ofi: no RDM provider \"{}\" with FI_TAGGED here (see `fi_info -p {}`; FI_PROVIDER "
