@@ -2,13 +2,16 @@
 
 #include <unistd.h>
 
+#include <climits>
 #include <fstream>
 #include <sstream>
+#include <string_view>
 #include <thread>
 
 #include <fmt/format.h>
 
 #include "core/error.h"
+#include "transport/address.h"
 
 namespace murmur::transport {
 
@@ -48,6 +51,16 @@ std::optional<std::string> StaticRendezvous::try_lookup(int rank) {
   return addresses_[rank];
 }
 
+namespace {
+
+std::string this_host_name() {
+  char buf[HOST_NAME_MAX + 1] = {};
+  if (gethostname(buf, sizeof buf - 1) != 0) return "?";
+  return buf;
+}
+
+}  // namespace
+
 DirectoryRendezvous::DirectoryRendezvous(std::filesystem::path dir, std::string prefix)
     : dir_(std::move(dir)), prefix_(std::move(prefix)) {
   std::error_code ec;
@@ -66,7 +79,8 @@ void DirectoryRendezvous::publish(int rank, const std::string& address) {
   tmp += fmt::format(".tmp.{}", ::getpid());
   {
     std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    out << address;
+    // The host it was published from, second: a loopback address is only of use on that host.
+    out << address << "\nhost " << this_host_name() << "\n";
     if (!out.flush()) throw IoError("rendezvous: cannot write " + tmp.string());
   }
   std::error_code ec;
@@ -77,9 +91,27 @@ void DirectoryRendezvous::publish(int rank, const std::string& address) {
 std::optional<std::string> DirectoryRendezvous::try_lookup(int rank) {
   std::ifstream in(file_of(rank), std::ios::binary);
   if (!in) return std::nullopt;
-  std::ostringstream text;
-  text << in.rdbuf();
-  return text.str();
+  std::ostringstream content;
+  content << in.rdbuf();
+  const std::string text = content.str();
+  const auto newline = text.find('\n');
+  std::string address = text.substr(0, newline);
+  if (newline == std::string::npos) return address;  // written by hand, or by an older peer
+  std::string_view rest = std::string_view(text).substr(newline + 1);
+  if (!rest.starts_with("host ")) return address;
+  rest.remove_prefix(5);
+  const std::string from(rest.substr(0, rest.find('\n')));
+  std::string_view where = address;
+  if (has_left(where)) where.remove_prefix(kLeftMark.size());
+  const std::string host(where.substr(0, where.rfind(':')));
+  if (is_loopback_host(host) && from != this_host_name()) {
+    throw ConfigError(fmt::format(
+        "rendezvous {}: rank {} published the loopback address {} from host {}, and this rank "
+        "runs on {}: it cannot be reached from here. Leave transport.host at auto (or set "
+        "transport.interface, or $MURMUR_SOCKET_IFNAME) so that every peer publishes an address "
+        "the other hosts can reach", dir_.string(), rank, address, from, this_host_name()));
+  }
+  return address;
 }
 
 void MemoryRendezvous::publish(int rank, const std::string& address) {

@@ -59,7 +59,9 @@ class StaticRendezvous : public Rendezvous {
 };
 
 // A shared directory: rank r writes "<dir>/<prefix>rank-<r>.addr" through a temp file and
-// rename, so a reader sees either nothing or the whole address.
+// rename, so a reader sees either nothing or the whole address. A second line names the host it
+// came from ("host node3"): a loopback address published on another host than the reader's is a
+// ConfigError (the peers of a multi-host run were told, or left, to listen on 127.0.0.1).
 class DirectoryRendezvous : public Rendezvous {
  public:
   explicit DirectoryRendezvous(std::filesystem::path dir, std::string prefix = "");

@@ -45,7 +45,7 @@ asio::awaitable<void> Context::dial(Peer& p) {
   // Retry until the deadline: with a static list the peer may not be listening yet.
   while (p.state == Peer::State::kConnecting) {
     if (fail_if_left(p)) co_return;
-    if (p.address.empty()) p.address = rendezvous_->try_lookup(p.rank).value_or("");
+    if (p.address.empty()) p.address = published(p);
     if (!p.address.empty()) {
       const auto endpoint = parse_endpoint(p.address);
       if (!endpoint) {
@@ -63,7 +63,8 @@ asio::awaitable<void> Context::dial(Peer& p) {
         // one that ends in order says "left"), unless it has published a new one since (it was
         // restarted), which is dialed next. Waiting out the connect timeout instead kept a
         // survivor in an agreement with a dead rank that nobody else had reported yet.
-        const std::string now = rendezvous_->try_lookup(p.rank).value_or("");
+        const std::string now = published(p);
+        if (p.state != Peer::State::kConnecting) co_return;  // its entry was refused
         if (now == p.address) {
           fail(p, std::make_exception_ptr(PeerLost(fmt::format(
                       "{}: {} refused the connection: nobody listens at its published address "
@@ -115,7 +116,7 @@ asio::awaitable<void> Context::dial(Peer& p) {
 
 asio::awaitable<void> Context::probe(Peer& p) {
   const std::uint64_t generation = p.generation;
-  const std::string address = rendezvous_->try_lookup(p.rank).value_or("");
+  const std::string address = published_quietly(p.rank);
   const auto endpoint = parse_endpoint(address);  // nothing to probe: dial() reports bad ones
   if (endpoint) {
     Socket socket(io_);
@@ -125,7 +126,7 @@ asio::awaitable<void> Context::probe(Peer& p) {
     // Still awaited, and still at that address: a restarted process publishes a new one.
     if (ec == asio::error::connection_refused && p.generation == generation &&
         p.state == Peer::State::kConnecting &&
-        rendezvous_->try_lookup(p.rank).value_or("") == address) {
+        published_quietly(p.rank) == address) {
       fail(p, std::make_exception_ptr(PeerLost(fmt::format(
                   "{}: {} refused a connection: nobody listens at its published address any "
                   "more (awaiting its dial)", self(), p.describe()))));

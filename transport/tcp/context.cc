@@ -194,7 +194,7 @@ bool Context::wait(RequestState& op, Deadline deadline) {
 void Context::fail(Peer& p, std::exception_ptr error) {
   if (!p.error) p.error = error;
   if (p.state != Peer::State::kFailed) {
-    p.published_at_failure = rendezvous_->try_lookup(p.rank).value_or("");
+    p.published_at_failure = published_quietly(p.rank);
   }
   p.state = Peer::State::kFailed;
   if (p.socket) {
@@ -238,14 +238,33 @@ void Context::reset(Peer& p) {
   spdlog::info("{}: {} is back; accepting a fresh connection", self(), p.describe());
 }
 
+std::string Context::published(Peer& p) {
+  try {
+    return rendezvous_->try_lookup(p.rank).value_or("");
+  } catch (const Error&) {
+    fail(p, std::current_exception());
+    return "";
+  }
+}
+
+std::string Context::published_quietly(int rank) noexcept {
+  try {
+    return rendezvous_->try_lookup(rank).value_or("");
+  } catch (...) {
+    return "";
+  }
+}
+
 bool Context::came_back(const Peer& p) {
   if (p.state != Peer::State::kFailed) return false;
-  const std::string now = rendezvous_->try_lookup(p.rank).value_or("");
+  const std::string now = published_quietly(p.rank);
   return !now.empty() && !has_left(now) && now != p.published_at_failure;
 }
 
 bool Context::fail_if_left(Peer& p) {
-  if (!has_left(rendezvous_->try_lookup(p.rank).value_or(""))) return false;
+  const std::string now = published(p);
+  if (p.state == Peer::State::kFailed) return true;  // its entry was refused
+  if (!has_left(now)) return false;
   fail(p, std::make_exception_ptr(PeerLeft(fmt::format(
               "{}: {} has left the run (it finished or was stopped in order: the {} says so)",
               self(), p.describe(), rendezvous_->describe()))));

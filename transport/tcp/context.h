@@ -126,9 +126,16 @@ class Context {
   // A failed peer back to kIdle for a fresh connection: whatever was pending on the old one
   // fails, and what arrived from it (unexpected messages) is dropped.
   void reset(Peer& p);
+  // `p`'s address as the rendezvous has it now, "" if none. An entry the rendezvous refuses (a
+  // loopback address another host published: a ConfigError) fails `p` with that error, which
+  // the coroutines that dial and probe would otherwise swallow; `published_quietly` just
+  // returns "" for it.
+  std::string published(Peer& p);
+  std::string published_quietly(int rank) noexcept;
   // True iff a failed peer has published another address since: it was restarted.
   bool came_back(const Peer& p);
-  // True iff `p` has published that it left the run in order (kLeftMark); then fails it, saying so.
+  // True iff `p` has published that it left the run in order (kLeftMark); then fails it, saying
+  // so. Also true when its entry was refused (published() failed it).
   bool fail_if_left(Peer& p);
   void connect(Peer& p);                     // connect.cc: dial or await the accept
   void on_connected(Peer& p, std::shared_ptr<Socket> socket);
