@@ -89,7 +89,7 @@ TEST_CASE("a peer restarted after the others finished goes on alone at once, on 
   auto r = launch4("MURMUR_FAULT_KILL=2:100", config, sets, out);
   INFO(r.output);
   REQUIRE(r.exit_code == 1);  // rank 2 was killed; the others finished
-  auto again = run_command(binary("murmur-peer") + " --out " + out.string() +
+  auto again = run_command("env MURMUR_LOCAL_SIZE=4 " + binary("murmur-peer") + " --out " + out.string() +
                            " --rank 2 --world-size 4 --config " + config.string() +
                            " --set transport.rendezvous_dir=" + (out / "rendezvous").string() +
                            " " + sets + " --set run.on_peer_failure=continue", 60);

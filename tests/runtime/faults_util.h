@@ -111,7 +111,9 @@ inline RejoinRun check_rejoin(const std::string& algorithm, const std::string& b
   const SyntheticRun run;
   const auto& config = run.config;
   const auto& out = run.out;
-  const std::string secret = "env MURMUR_SECRET=faults-test-secret ";
+  // The restarted peer is started by hand, as a user would on one host: MURMUR_LOCAL_SIZE says
+  // the whole world is here, so transport.host: auto keeps it on loopback like the others.
+  const std::string secret = "env MURMUR_SECRET=faults-test-secret MURMUR_LOCAL_SIZE=4 ";
   // Long enough (400 epochs: 12800 steps) that the others are still training when rank 2,
   // killed after step 300, has been restarted: a restart takes a second or two, the whole run
   // about 10 s over tcp here.

@@ -137,8 +137,8 @@ TEST_CASE("murmur-launch and murmur-peer refuse a world of no peers", "[launch]"
 TEST_CASE("a peer that never arrives: a timeout naming the rank awaited", "[launch][multiproc]") {
   TempDir dir;
   const auto config = write_config(dir);
-  // Only rank 0 of a world of 2 starts.
-  auto r = run_command("env MURMUR_SECRET=s " + binary("murmur-peer") + " --config " + config.string() +
+  // Only rank 0 of a world of 2 starts (both on this host: on loopback).
+  auto r = run_command("env MURMUR_SECRET=s MURMUR_LOCAL_SIZE=2 " + binary("murmur-peer") + " --config " + config.string() +
                        " --rank 0 --world-size 2 --set algorithm.name=dpsgd"
                        " --set transport.connect_timeout_ms=1500 --set transport.rendezvous_dir=" +
                        (dir.path() / "rdv").string() + " --out " + (dir.path() / "run").string(), 60);
@@ -150,8 +150,8 @@ TEST_CASE("a port in use is a clear error", "[launch][multiproc]") {
   TempDir dir;
   const auto config = write_config(dir);
   // The first peer holds the port while it waits for its neighbor; the second asks for it too.
-  const std::string peer = "env MURMUR_SECRET=s " + binary("murmur-peer") + " --config " + config.string() +
-                           " --world-size 2 --set algorithm.name=dpsgd --set transport.port=47613"
+  const std::string peer = "env MURMUR_SECRET=s MURMUR_LOCAL_SIZE=2 " + binary("murmur-peer") + " --config " +
+                           config.string() + " --world-size 2 --set algorithm.name=dpsgd --set transport.port=47613"
                            " --set transport.connect_timeout_ms=4000 --set transport.rendezvous_dir=" +
                            (dir.path() / "rdv").string();
   std::thread holder([&] { run_command(peer + " --rank 0 --out " + (dir.path() / "a").string(), 60); });
