@@ -2,10 +2,11 @@
 
 A hostfile holds one host per line, `host` or `host slots=N` as Open MPI's do (`#` starts a
 comment). Ranks fill each host's slots in order, then the next host's (Open MPI's default,
---map-by slot); a world larger than all the slots goes round again. A line without `slots=`
-counts one slot, so a plain list is round robin. Each rank's local rank and local size count the
-ranks on its host, where every loopback name (localhost, 127.0.0.1, ::1) is one host. Python
-standard library only.
+--map-by slot), or take one slot of each host in turn (--map-by node); a world larger than all
+the slots goes round again. A line without `slots=` counts one slot, so a plain list is round
+robin either way. Each rank's local rank and local size count the ranks on its host, where every
+loopback name (localhost, 127.0.0.1, ::1) is one host, and its node rank is its host's place
+among the hosts that got ranks. Python standard library only.
 """
 
 LOOPBACK = {"localhost", "127.0.0.1", "::1", "ip6-localhost", "ip6-loopback"}
@@ -44,13 +45,36 @@ def same_host(name):
     return "localhost" if name in LOOPBACK else name
 
 
-class Placement:
-    """Where each of n ranks runs: host[r], local_rank[r] and local_size[r]."""
+MAP_BY = ("slot", "node")
 
-    def __init__(self, hosts, n):
-        order = [host for host, slots in hosts for _ in range(slots)]
+
+def slot_order(hosts, map_by="slot"):
+    """The hosts' slots in the order ranks take them."""
+    if map_by == "slot":
+        return [host for host, slots in hosts for _ in range(slots)]
+    left = [slots for _, slots in hosts]
+    order = []
+    while any(left):
+        for i, (host, _) in enumerate(hosts):
+            if left[i]:
+                order.append(host)
+                left[i] -= 1
+    return order
+
+
+class Placement:
+    """Where each of n ranks runs: host[r], local_rank[r], local_size[r] and node_rank[r]."""
+
+    def __init__(self, hosts, n, map_by="slot"):
+        if map_by not in MAP_BY:
+            raise HostfileError(f"--map-by {map_by}: one of {', '.join(MAP_BY)}")
+        order = slot_order(hosts, map_by)
         self.host = [order[r % len(order)] for r in range(n)]
         keys = [same_host(h) for h in self.host]
+        nodes = {}
+        for key in keys:
+            nodes.setdefault(key, len(nodes))
+        self.node_rank = [nodes[key] for key in keys]
         counts = {}
         self.local_rank = []
         for key in keys:

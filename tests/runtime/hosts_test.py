@@ -38,6 +38,19 @@ with tempfile.TemporaryDirectory() as d:
     check("local ranks", p.local_rank, [0, 1, 0, 1])
     check("local sizes", p.local_size, [2, 2, 2, 2])
     check("fits", p.oversubscribed, False)
+    check("blocks: node ranks", p.node_rank, [0, 0, 1, 1])
+    p = Placement(hosts, 4, "node")
+    check("--map-by node", p.host, ["node-a", "node-b", "node-a", "node-b"])
+    check("--map-by node: local ranks", p.local_rank, [0, 0, 1, 1])
+    check("--map-by node: node ranks", p.node_rank, [0, 1, 0, 1])
+    p = Placement([("node-a", 3), ("node-b", 1)], 5, "node")  # b full after one, then round again
+    check("--map-by node, unequal slots", p.host, ["node-a", "node-b", "node-a", "node-a", "node-a"])
+    check("--map-by node, unequal slots: local sizes", p.local_size, [4, 1, 4, 4, 4])
+    try:
+        Placement(hosts, 4, "core")
+        failures.append("--map-by core was accepted")
+    except HostfileError as e:
+        check("--map-by core refused", "--map-by core" in str(e), True)
 
     p = Placement(read_hostfile(write(d, "plain", "node-a\nnode-b\n")), 5)
     check("round robin", p.host, ["node-a", "node-b", "node-a", "node-b", "node-a"])

@@ -157,7 +157,10 @@ def run_all(d, sshd, peer):
     with open(hostfile, "w") as f:
         f.write("node-a slots=2\nnode-b slots=2\n")
     ssh = ["--ssh", f"ssh -F {sshd.config}"]
-    env = dict(os.environ, MURMUR_SECRET=SECRET, UCX_MURMUR_SSH_TEST="forwarded", SSH_TEST_EXTRA="yes")
+    # Two hosts of 2 peers each: left to itself, transport.host: auto would take the default
+    # route's interface; the test keeps them on loopback by the interface list a user would set.
+    env = dict(os.environ, MURMUR_SECRET=SECRET, UCX_MURMUR_SSH_TEST="forwarded", SSH_TEST_EXTRA="yes",
+               MURMUR_SOCKET_IFNAME="=lo")
     env.pop("LD_PRELOAD", None)
 
     # 1. Over each backend; over tcp, the remote peers' environment and every command line looked at.
@@ -177,6 +180,9 @@ def run_all(d, sshd, peer):
             time.sleep(0.05)
         text = p.finish()
         ok = check(p.returncode == 0, f"{backend}: launcher exited {p.returncode}:\n{text[-3000:]}")
+        for r in range(4):
+            check(f"rank {r}: {backend} transport on 127.0.0.1 (interface lo ($MURMUR_SOCKET_IFNAME))" in text,
+                  f"{backend}: rank {r} did not say it listens on lo's address:\n{text[-3000:]}")
         summary = os.path.join(out, "summary.json")
         if ok and check(os.path.exists(summary), f"{backend}: no summary.json"):
             with open(summary) as f:
@@ -191,6 +197,7 @@ def run_all(d, sshd, peer):
             for e in seen.values():
                 r = int(e["MURMUR_RANK"])
                 want = {"MURMUR_WORLD_SIZE": "4", "MURMUR_LOCAL_RANK": str(r % 2), "MURMUR_LOCAL_SIZE": "2",
+                        "MURMUR_NODE_RANK": str(r // 2),
                         "MURMUR_SECRET": SECRET, "UCX_MURMUR_SSH_TEST": "forwarded", "SSH_TEST_EXTRA": "yes"}
                 got = {k: e.get(k) for k in want}
                 check(got == want, f"rank {r}'s environment: {got}, want {want}")
