@@ -235,6 +235,15 @@ def list_namespaces():
     return [line.split()[0] for line in r.stdout.splitlines() if line.startswith(PREFIX)]
 
 
+def alive(pid):
+    """True while process `pid` exists and is not a zombie."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return False
+
+
 def remove_namespaces(names):
     for ns in names:
         pids = subprocess.run(["ip", "netns", "pids", ns], capture_output=True, text=True).stdout.split()
@@ -243,6 +252,12 @@ def remove_namespaces(names):
                 os.kill(int(pid), signal.SIGKILL)
             except (ProcessLookupError, ValueError, PermissionError):
                 pass
+        # A SIGKILLed process takes a moment to go (longer on a loaded machine): the namespace
+        # goes only after it, so that "no namespace left" means "no peer left" too.
+        for _ in range(100):
+            if not any(alive(pid) for pid in pids):
+                break
+            time.sleep(0.05)
         for _ in range(50):  # a killed process may hold the namespace for a moment
             if subprocess.run(["ip", "netns", "del", ns], capture_output=True).returncode == 0:
                 break
