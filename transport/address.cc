@@ -53,16 +53,13 @@ std::string listing(const std::vector<InterfaceAddress>& interfaces) {
   return out;
 }
 
-// The IPv4 addresses this host's name resolves to, in getaddrinfo's order.
-std::vector<std::string> hostname_addresses(std::string& name) {
-  char buf[HOST_NAME_MAX + 1] = {};
-  if (gethostname(buf, sizeof buf - 1) != 0) return {};
-  name = buf;
+// The IPv4 addresses host name `name` resolves to, in getaddrinfo's order.
+std::vector<std::string> addresses_of(const std::string& name) {
   addrinfo hints{};
   hints.ai_family = AF_INET;
   hints.ai_socktype = SOCK_STREAM;
   addrinfo* found = nullptr;
-  if (getaddrinfo(buf, nullptr, &hints, &found) != 0) return {};
+  if (getaddrinfo(name.c_str(), nullptr, &hints, &found) != 0) return {};
   std::vector<std::string> out;
   for (addrinfo* a = found; a; a = a->ai_next) {
     out.push_back(ipv4_text(reinterpret_cast<const sockaddr_in*>(a->ai_addr)->sin_addr));
@@ -72,6 +69,12 @@ std::vector<std::string> hostname_addresses(std::string& name) {
 }
 
 }  // namespace
+
+std::string host_name() {
+  char buf[HOST_NAME_MAX + 1] = {};
+  if (gethostname(buf, sizeof buf - 1) != 0) return "?";
+  return buf;
+}
 
 std::vector<InterfaceAddress> host_interfaces() {
   ifaddrs* list = nullptr;
@@ -159,8 +162,8 @@ ChosenAddress choose_listen_address(const TransportConfig& config, int world_siz
       if (i.name == route && !i.loopback) return {i.address, fmt::format("interface {} (the default route)", i.name)};
     }
   }
-  std::string name;
-  const auto by_name = hostname_addresses(name);
+  const std::string name = host_name();
+  const auto by_name = addresses_of(name);
   for (const auto& a : by_name) {
     if (!is_loopback_host(a)) return {a, fmt::format("the address of this host's name {}", name)};
   }

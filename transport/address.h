@@ -45,6 +45,9 @@ ChosenAddress choose_listen_address(const TransportConfig& config, int world_siz
                                     const Getenv& getenv);
 ChosenAddress choose_listen_address(const TransportConfig& config, int world_size);  // the process's
 
+// This host's name as gethostname() gives it (its UTS namespace's), "?" if it cannot.
+std::string host_name();
+
 // Whether `host` (the host part of a published "host:port") is a loopback address or name.
 bool is_loopback_host(const std::string& host);
 

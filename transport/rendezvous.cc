@@ -2,7 +2,6 @@
 
 #include <unistd.h>
 
-#include <climits>
 #include <fstream>
 #include <sstream>
 #include <string_view>
@@ -51,16 +50,6 @@ std::optional<std::string> StaticRendezvous::try_lookup(int rank) {
   return addresses_[rank];
 }
 
-namespace {
-
-std::string this_host_name() {
-  char buf[HOST_NAME_MAX + 1] = {};
-  if (gethostname(buf, sizeof buf - 1) != 0) return "?";
-  return buf;
-}
-
-}  // namespace
-
 DirectoryRendezvous::DirectoryRendezvous(std::filesystem::path dir, std::string prefix)
     : dir_(std::move(dir)), prefix_(std::move(prefix)) {
   std::error_code ec;
@@ -80,7 +69,7 @@ void DirectoryRendezvous::publish(int rank, const std::string& address) {
   {
     std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
     // The host it was published from, second: a loopback address is only of use on that host.
-    out << address << "\nhost " << this_host_name() << "\n";
+    out << address << "\nhost " << host_name() << "\n";
     if (!out.flush()) throw IoError("rendezvous: cannot write " + tmp.string());
   }
   std::error_code ec;
@@ -104,12 +93,12 @@ std::optional<std::string> DirectoryRendezvous::try_lookup(int rank) {
   std::string_view where = address;
   if (has_left(where)) where.remove_prefix(kLeftMark.size());
   const std::string host(where.substr(0, where.rfind(':')));
-  if (is_loopback_host(host) && from != this_host_name()) {
+  if (is_loopback_host(host) && from != host_name()) {
     throw ConfigError(fmt::format(
         "rendezvous {}: rank {} published the loopback address {} from host {}, and this rank "
         "runs on {}: it cannot be reached from here. Leave transport.host at auto (or set "
         "transport.interface, or $MURMUR_SOCKET_IFNAME) so that every peer publishes an address "
-        "the other hosts can reach", dir_.string(), rank, address, from, this_host_name()));
+        "the other hosts can reach", dir_.string(), rank, address, from, host_name()));
   }
   return address;
 }
