@@ -25,7 +25,7 @@ transport::CollectiveOptions with_timeout(transport::CollectiveOptions o, const 
 
 LiveAllreduce::LiveAllreduce(transport::Transport& transport, LiveSet& live,
                              transport::CollectiveOptions options, transport::FloatOps& ops)
-    : transport_(transport), live_(live), ops_(ops), ring_(transport, with_timeout(options, live), ops) {}
+    : transport_(transport), live_(live), ops_(ops), allreduce_(transport, with_timeout(options, live), ops) {}
 
 bool LiveAllreduce::average(transport::Region& region, std::span<float> data, transport::Tag tag,
                             std::int64_t round, const std::function<bool()>& wanted) {
@@ -39,9 +39,9 @@ bool LiveAllreduce::average(transport::Region& region, std::span<float> data, tr
   for (int attempt = 0; attempt <= live_.world_size(); ++attempt) {
     const std::vector<int> ranks = live_.live_ranks(round);
     if (ranks.size() == 1) return true;  // alone: the mean is our own model
-    ring_.set_ranks(ranks);
+    allreduce_.set_ranks(ranks);
     try {
-      ring_.run(region, data, transport::ReduceOp::kAverage,
+      allreduce_.run(region, data, transport::ReduceOp::kAverage,
                 layout.with_epoch(tag, static_cast<unsigned>(live_.agreements())));
       return true;
     } catch (const TransportError& e) {

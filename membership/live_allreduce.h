@@ -38,7 +38,7 @@ class LiveAllreduce {
   transport::Transport& transport_;
   LiveSet& live_;
   transport::FloatOps& ops_;
-  transport::RingAllreduce ring_;
+  transport::Allreduce allreduce_;
   transport::FloatOps::Scratch backup_;
 };
 

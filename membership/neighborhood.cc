@@ -12,7 +12,7 @@ namespace {
 class Strict final : public Neighborhood {
  public:
   Strict(transport::Transport& t, transport::CollectiveOptions options, transport::FloatOps& ops)
-      : Neighborhood(t), options_(options), ring_(t, options, ops) {}
+      : Neighborhood(t), options_(options), allreduce_(t, options, ops) {}
 
   bool alive(int, std::int64_t) const override { return true; }
   std::vector<int> ranks(std::int64_t) const override {
@@ -27,13 +27,13 @@ class Strict final : public Neighborhood {
   bool poll(transport::Request& request) override { return transport().test(request); }
   bool average(transport::Region& region, std::span<float> data, transport::Tag tag,
                std::int64_t) override {
-    ring_.run(region, data, transport::ReduceOp::kAverage, tag);
+    allreduce_.run(region, data, transport::ReduceOp::kAverage, tag);
     return true;
   }
 
  private:
   transport::CollectiveOptions options_;
-  transport::RingAllreduce ring_;
+  transport::Allreduce allreduce_;
 };
 
 class Live final : public Neighborhood {

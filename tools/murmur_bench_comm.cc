@@ -1,8 +1,9 @@
 // murmur-bench comm: communication figures of each transport backend built, with 2 and 4 ranks
 // (forked processes on 127.0.0.1, or threads for inproc) at 64 KiB .. 64 MiB: point-to-point
 // bandwidth (rank 0 streams to rank 1), ring-neighbor exchange time per round (every rank sends
-// its buffer to left and right and receives theirs), and ring allreduce algorithm bandwidth
-// (bytes / time, as nccl-tests define it). Per row: warm-up, then the mean over timed rounds,
+// its buffer to left and right and receives theirs), and the algorithm bandwidth (bytes / time,
+// as nccl-tests define it) of the ring allreduce ("allreduce") and the halving-doubling one
+// ("allreduce_hd"). Per row: warm-up, then the mean over timed rounds,
 // each round opened by a barrier. tools/bench_mpi runs the same patterns with Open MPI.
 #include <sys/wait.h>
 #include <unistd.h>
@@ -57,7 +58,7 @@ int rounds_for(std::int64_t bytes) {
   return static_cast<int>(std::clamp<std::int64_t>((256 << 20) / std::max<std::int64_t>(bytes, 1), 3, 50));
 }
 
-void barrier(Transport& t, transport::RingAllreduce& allreduce, transport::Region& region,
+void barrier(Transport& t, transport::Allreduce& allreduce, transport::Region& region,
              std::span<float> one) {
   one[0] = 1.0f;
   allreduce.run(region, one, transport::ReduceOp::kSum,
@@ -79,6 +80,8 @@ std::vector<nlohmann::json> bench_rank(Transport& t, const std::string& backend,
   transport::CollectiveOptions copts;
   copts.chunk_bytes = o.chunk_bytes;
   transport::RingAllreduce allreduce(t, copts);
+  transport::HalvingDoublingAllreduce halving_doubling(t, copts);
+  transport::Allreduce barrier_allreduce(t, copts);  // in log2(N) steps for large worlds
   std::vector<float> one(1);
   auto one_region = t.register_region(std::as_writable_bytes(std::span(one)));
   std::vector<nlohmann::json> rows;
@@ -86,7 +89,7 @@ std::vector<nlohmann::json> bench_rank(Transport& t, const std::string& backend,
     for (int i = 0; i < 2; ++i) body();  // warm-up: connections, buffers, caches
     double total = 0;
     for (int i = 0; i < rounds; ++i) {
-      barrier(t, allreduce, *one_region, one);
+      barrier(t, barrier_allreduce, *one_region, one);
       auto start = Clock::now();
       body();
       total += std::chrono::duration<double>(Clock::now() - start).count();
@@ -130,6 +133,11 @@ std::vector<nlohmann::json> bench_rank(Transport& t, const std::string& backend,
       allreduce.run(*region, data, transport::ReduceOp::kSum, reduce_tag);
     });
     add("allreduce", size, reduce, static_cast<double>(bytes));
+    // The same by recursive halving and doubling, which Allreduce takes above kRingMaxRanks.
+    double halving = time_rounds(rounds, [&] {
+      halving_doubling.run(*region, data, transport::ReduceOp::kSum, reduce_tag);
+    });
+    add("allreduce_hd", size, halving, static_cast<double>(bytes));
   }
   if (r != 0) rows.clear();
   return rows;
@@ -235,7 +243,8 @@ int run_comm(const CommOptions& o) {
 
 const RegisterBench kRegister{{
     "comm",
-    "point-to-point, ring-neighbor exchange and ring allreduce figures of each transport",
+    "point-to-point, ring-neighbor exchange, and ring and halving-doubling allreduce figures of "
+    "each transport",
     [](CLI::App& sub) -> std::function<int()> {
       auto o = std::make_shared<CommOptions>();
       sub.add_option("--backends", o->backends, "comma-separated (tcp,ucx,ofi,inproc); default: all built");

@@ -59,30 +59,42 @@ std::vector<std::size_t> neighbor_exchange(Transport& transport, Tag tag, const 
   return got;
 }
 
-RingAllreduce::RingAllreduce(Transport& transport, CollectiveOptions options, FloatOps& ops)
-    : transport_(transport), options_(options), ops_(ops) {}
+AllreducePlace allreduce_place(const Transport& transport, std::span<const int> ranks,
+                               const Region& region, std::span<const float> data, Tag tag,
+                               const char* what) {
+  AllreducePlace place;
+  if (ranks.empty()) {
+    place.ranks = static_cast<std::size_t>(transport.world_size());
+    place.index = static_cast<std::size_t>(transport.rank());
+  } else {
+    place.ranks = ranks.size();
+    place.index = static_cast<std::size_t>(
+        std::find(ranks.begin(), ranks.end(), transport.rank()) - ranks.begin());
+    if (place.index >= place.ranks) {
+      throw TransportError(fmt::format("{}: rank {} is not among set_ranks()", what,
+                                       transport.rank()));
+    }
+  }
+  if (!TagLayout(transport).is_base(tag)) {
+    throw TransportError(fmt::format("{}: tag {:#x} has its step or chunk set", what, tag));
+  }
+  const auto* base = region.bytes().data();
+  const auto* bytes = reinterpret_cast<const std::byte*>(data.data());
+  if (bytes < base || bytes + data.size_bytes() > base + region.bytes().size()) {
+    throw TransportError(fmt::format("{}: data is not inside the region", what));
+  }
+  place.data_offset = static_cast<std::size_t>(bytes - base);
+  return place;
+}
 
 void RingAllreduce::run(Region& region, std::span<float> data, ReduceOp op, Tag tag) {
   // Position r in a ring of N: the world, or the subset set_ranks() gave.
+  const AllreducePlace place = allreduce_place(transport_, ranks_, region, data, tag, "ring_allreduce");
   const bool subset = !ranks_.empty();
-  const std::size_t N = subset ? ranks_.size() : transport_.world_size(), n = data.size();
-  const std::size_t r = subset ? static_cast<std::size_t>(
-                                     std::find(ranks_.begin(), ranks_.end(), transport_.rank()) -
-                                     ranks_.begin())
-                               : transport_.rank();
-  if (r >= N) throw TransportError("ring_allreduce: this rank is not among set_ranks()");
+  const std::size_t N = place.ranks, n = data.size(), r = place.index;
   if (N == 1 || n == 0) return;
   const TagLayout layout(transport_);
-  if (!layout.is_base(tag)) {
-    throw TransportError(fmt::format("ring_allreduce: tag {:#x} has its step or chunk set",
-                                     tag));
-  }
-  auto* region_base = region.bytes().data();
-  auto* data_bytes = reinterpret_cast<std::byte*>(data.data());
-  if (data_bytes < region_base || data_bytes + data.size_bytes() > region_base + region.bytes().size()) {
-    throw TransportError("ring_allreduce: data is not inside the region");
-  }
-  const std::size_t data_offset = data_bytes - region_base;
+  const std::size_t data_offset = place.data_offset;
 
   // Segment s is [begin(s), begin(s+1)); each splits into the same number of chunks so that
   // chunk c of step k feeds chunk c of step k+1 (the pipeline).
@@ -165,6 +177,33 @@ void RingAllreduce::run(Region& region, std::span<float> data, ReduceOp op, Tag 
     }
   }
   for (auto& q : all_sends) wait_or_lost(transport_, q, options_.timeout, "an allreduce send");
+}
+
+Allreduce::Allreduce(Transport& transport, CollectiveOptions options, FloatOps& ops)
+    : options_(options),
+      world_(static_cast<std::size_t>(transport.world_size())),
+      ranks_(world_),
+      ring_(transport, options, ops),
+      halving_(transport, options, ops) {}
+
+void Allreduce::set_ranks(std::vector<int> ranks) {
+  ranks_ = ranks.empty() ? world_ : ranks.size();
+  ring_.set_ranks(ranks);
+  halving_.set_ranks(std::move(ranks));
+}
+
+AllreduceAlgorithm Allreduce::algorithm_for(std::size_t ranks) const {
+  if (options_.allreduce != AllreduceAlgorithm::kAuto) return options_.allreduce;
+  return ranks <= kRingMaxRanks ? AllreduceAlgorithm::kRing
+                                : AllreduceAlgorithm::kHalvingDoubling;
+}
+
+void Allreduce::run(Region& region, std::span<float> data, ReduceOp op, Tag tag) {
+  if (algorithm_for(ranks_) == AllreduceAlgorithm::kRing) {
+    ring_.run(region, data, op, tag);
+  } else {
+    halving_.run(region, data, op, tag);
+  }
 }
 
 void ring_allreduce(Transport& transport, Region& region, std::span<float> data, ReduceOp op,

@@ -1,8 +1,14 @@
 // Collectives built on the Transport interface only, so every backend has them: neighbor
-// exchange (send one buffer to a set of ranks, receive one from each of another set) and ring
-// allreduce over floats (reduce-scatter then allgather, chunked and pipelined, after Patarasuk
-// and Yuan 2009: each rank sends 2(N-1)/N of the data, which is bandwidth-optimal). Called by the
-// thread that drives the transport. Every wait has a deadline of CollectiveOptions::timeout from
+// exchange (send one buffer to a set of ranks, receive one from each of another set) and two
+// allreduces over floats, which Allreduce chooses between by the number of ranks:
+// - the ring (reduce-scatter then allgather, chunked and pipelined, after Patarasuk and Yuan
+//   2009): each rank sends 2(N-1)/N of the data, bandwidth-optimal, but in 2(N-1) steps, one
+//   latency each: 2046 of them for 1024 ranks;
+// - recursive halving then doubling (Rabenseifner 2004; Thakur, Rabenseifner and Gropp 2005):
+//   the same 2(p-1)/p of the data for p a power of two, in 2 log2(p) steps; a world of N = p + q
+//   ranks (q < p) first folds q ranks' data into q others and hands them the result at the end,
+//   two more steps of the whole data for those 2q ranks.
+// Called by the thread that drives the transport. Every wait has a deadline of CollectiveOptions::timeout from
 // its start; a rank that does not answer in time is reported as PeerLost.
 #pragma once
 
@@ -17,9 +23,20 @@
 
 namespace murmur::transport {
 
+enum class AllreduceAlgorithm {
+  kAuto,             // the ring up to kRingMaxRanks ranks, halving and doubling above
+  kRing,
+  kHalvingDoubling,
+};
+
+// Up to this many ranks the ring's 2(N-1) latencies cost little next to its neighbor-only,
+// pipelined traffic; above, its steps grow linearly and halving-doubling's logarithmically.
+inline constexpr std::size_t kRingMaxRanks = 16;
+
 struct CollectiveOptions {
   std::chrono::milliseconds timeout{60000};  // per wait (transport.recv_timeout_ms)
   std::size_t chunk_bytes = 1 << 20;         // pipelining unit (transport.chunk_bytes)
+  AllreduceAlgorithm allreduce = AllreduceAlgorithm::kAuto;
 };
 
 // Sends range `out` of `from` to every rank in `send_to` and receives, from each rank
@@ -33,31 +50,83 @@ std::vector<std::size_t> neighbor_exchange(Transport& transport, Tag tag, const 
 
 enum class ReduceOp { kSum, kAverage };
 
-// Ring allreduce of float arrays with a scratch region kept between calls (register once, like
-// the arena). `tag` is a base tag of transport/tag.h (step and chunk 0); the ring numbers its
-// steps and chunks in those fields, taking chunks larger than chunk_bytes where the layout
-// could not number them all.
-class RingAllreduce {
+// Where a rank and its data stand in an allreduce over `ranks` (empty: the world), for the two
+// algorithms below: how many take part, this rank's index among them, and the data's byte
+// offset in its region. Throws TransportError, `what` first, if this rank is not among `ranks`,
+// `tag` has its step or chunk set, or `data` is not inside `region`.
+struct AllreducePlace {
+  std::size_t ranks = 0, index = 0, data_offset = 0;
+};
+AllreducePlace allreduce_place(const Transport& transport, std::span<const int> ranks,
+                               const Region& region, std::span<const float> data, Tag tag,
+                               const char* what);
+
+// What an allreduce algorithm keeps between calls: a scratch region (registered once, like the
+// arena) and the ranks it runs over. `ops` (host memory and loops by default) holds the scratch
+// and does the sums: the data must be memory of its kind. `ops` must outlive the allreduce.
+class AllreduceAlgorithmBase {
  public:
-  // `ops` (host memory and loops by default) holds the scratch and does the sums: the data
-  // must be memory of its kind. `ops` must outlive the ring.
+  // The allreduce runs over these ranks only (ascending, this rank among them), e.g. the live
+  // ones after a failure; empty (the default) means every rank of the world.
+  void set_ranks(std::vector<int> ranks) { ranks_ = std::move(ranks); }
+
+ protected:
+  AllreduceAlgorithmBase(Transport& transport, CollectiveOptions options, FloatOps& ops)
+      : transport_(transport), options_(options), ops_(ops) {}
+
+  Transport& transport_;
+  CollectiveOptions options_;
+  FloatOps& ops_;
+  std::vector<int> ranks_;
+  FloatOps::Scratch scratch_;
+};
+
+// Ring allreduce of float arrays. `tag` is a base tag of transport/tag.h (step and chunk 0);
+// the ring numbers its steps and chunks in those fields, taking chunks larger than chunk_bytes
+// where the layout could not number them all. The scratch: two segments, double-buffering the
+// reduce-scatter's receives.
+class RingAllreduce : public AllreduceAlgorithmBase {
+ public:
   RingAllreduce(Transport& transport, CollectiveOptions options = {},
-                FloatOps& ops = host_float_ops());
+                FloatOps& ops = host_float_ops())
+      : AllreduceAlgorithmBase(transport, options, ops) {}
 
   // Replaces `data` (a float range inside `region`) on every rank by the sum (or mean) over
   // ranks; every rank ends with the bitwise same result. All ranks call it with the same size
   // and tag.
   void run(Region& region, std::span<float> data, ReduceOp op, Tag tag);
-  // The ring runs over these ranks only (ascending, this rank among them), e.g. the live ones
-  // after a failure; empty (the default) means every rank of the world.
-  void set_ranks(std::vector<int> ranks) { ranks_ = std::move(ranks); }
+};
+
+// Allreduce by recursive halving (reduce-scatter) then doubling (allgather), with the same
+// contract as RingAllreduce: every rank ends with the bitwise same result (each element is
+// summed on one rank only, then copied). `tag` is a base tag; steps number its step field
+// (at most 2 log2(N) + 2 of them), pieces of chunk_bytes its chunk field. The scratch: the
+// partner's half (or, folding in, its whole data).
+class HalvingDoublingAllreduce : public AllreduceAlgorithmBase {
+ public:
+  HalvingDoublingAllreduce(Transport& transport, CollectiveOptions options = {},
+                           FloatOps& ops = host_float_ops())
+      : AllreduceAlgorithmBase(transport, options, ops) {}
+  void run(Region& region, std::span<float> data, ReduceOp op, Tag tag);
+};
+
+// The allreduce of every caller (the exact averages of membership/, the benchmarks): the ring
+// or halving-doubling, as options.allreduce says, by the number of ranks taking part.
+class Allreduce {
+ public:
+  Allreduce(Transport& transport, CollectiveOptions options = {},
+            FloatOps& ops = host_float_ops());
+  void run(Region& region, std::span<float> data, ReduceOp op, Tag tag);
+  void set_ranks(std::vector<int> ranks);
+  // Which one run() takes for `ranks` ranks taking part.
+  AllreduceAlgorithm algorithm_for(std::size_t ranks) const;
 
  private:
-  Transport& transport_;
   CollectiveOptions options_;
-  FloatOps& ops_;
-  std::vector<int> ranks_;
-  FloatOps::Scratch scratch_;  // two segments: double-buffers the reduce-scatter receives
+  std::size_t world_;
+  std::size_t ranks_;  // taking part: set_ranks()'s, or the world's
+  RingAllreduce ring_;
+  HalvingDoublingAllreduce halving_;
 };
 
 // One-shot form (registers a scratch region per call).

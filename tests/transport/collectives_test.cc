@@ -1,8 +1,11 @@
-// Collectives on every backend built, with 2, 4 and 8 ranks (threads for inproc, processes
-// otherwise): ring allreduce against the exact sum, and the ring-neighbor exchange.
+// Collectives on every backend built, with 2 to 8 ranks (threads for inproc, processes
+// otherwise): the ring and the halving-doubling allreduce against the exact sum, and the
+// ring-neighbor exchange; and Allreduce's choice and subsets on 100 inproc ranks.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cmath>
+#include <cstring>
 
 #include <fmt/format.h>
 
@@ -22,6 +25,65 @@ float input(int rank, std::size_t i) {
   return static_cast<float>(static_cast<std::int64_t>(h % 2001) - 1000) / 64.0f;
 }
 
+// Throws unless x (after an allreduce over `ranks` of input(q, i)) is the exact sum (or mean)
+// within float rounding; a sample of every `stride`-th element.
+void check_sum(std::span<const float> x, std::span<const int> ranks, ReduceOp op,
+               std::size_t stride) {
+  const std::size_t n = x.size();
+  for (std::size_t i = 0; i < n; i += stride) {
+    double exact = 0, magnitude = 0;
+    for (int q : ranks) {
+      exact += input(q, i);
+      magnitude += std::fabs(input(q, i));
+    }
+    if (op == ReduceOp::kAverage) {
+      exact /= static_cast<double>(ranks.size());
+      magnitude /= static_cast<double>(ranks.size());
+    }
+    // Each of the N-1 float additions (and the scaling) rounds by at most eps * |partial|.
+    double bound = (static_cast<double>(ranks.size()) + 1) * 6e-8 * magnitude + 1e-30;
+    if (std::fabs(x[i] - exact) > bound) {
+      throw std::runtime_error(fmt::format("n={} i={}: got {} want {}", n, i, x[i], exact));
+    }
+  }
+}
+
+// Throws unless the left and right neighbors of this rank (among `ranks`) hold the bitwise same
+// `x`: around the ring, every rank then does.
+void check_same_as_neighbors(Transport& t, std::span<float> x, std::span<const int> ranks,
+                             Tag tag) {
+  const auto at = std::find(ranks.begin(), ranks.end(), t.rank()) - ranks.begin();
+  const auto size = static_cast<std::ptrdiff_t>(ranks.size());
+  if (size < 2 || x.empty()) return;
+  std::vector<int> peers{ranks[(at + size - 1) % size], ranks[(at + 1) % size]};
+  if (size == 2) peers.pop_back();
+  std::vector<float> theirs(2 * x.size());
+  auto out = t.register_region(std::as_writable_bytes(x));
+  auto in = t.register_region(std::as_writable_bytes(std::span(theirs)));
+  const std::size_t bytes = x.size_bytes();
+  std::vector<ByteRange> ranges{{0, bytes}, {bytes, bytes}};
+  ranges.resize(peers.size());
+  neighbor_exchange(t, tag, *out, {0, bytes}, peers, *in, ranges, peers);
+  for (std::size_t p = 0; p < peers.size(); ++p) {
+    if (std::memcmp(theirs.data() + p * x.size(), x.data(), bytes) != 0) {
+      throw std::runtime_error(fmt::format("rank {} and rank {} differ", t.rank(), peers[p]));
+    }
+  }
+}
+
+CollectiveOptions test_options(std::size_t chunk_bytes) {
+  CollectiveOptions options;
+  options.timeout = murmur::testing::scaled(std::chrono::seconds(30));
+  options.chunk_bytes = chunk_bytes;
+  return options;
+}
+
+std::vector<int> every_rank(int size) {
+  std::vector<int> all(static_cast<std::size_t>(size));
+  for (int r = 0; r < size; ++r) all[static_cast<std::size_t>(r)] = r;
+  return all;
+}
+
 TEST_CASE("ring allreduce equals the exact sum within float rounding", "[transport][multiproc]") {
   auto backend = GENERATE(from_range(built_backends()));
   auto ranks = GENERATE(2, 4, 8);
@@ -29,10 +91,7 @@ TEST_CASE("ring allreduce equals the exact sum within float rounding", "[transpo
   const std::vector<std::size_t> sizes{0, 1, 5, 1000003, 4u << 20};
   auto results = run_ranks(backend, ranks, [&](RankContext& ctx) {
     Transport& t = ctx.transport();
-    CollectiveOptions options;
-    options.timeout = murmur::testing::scaled(std::chrono::seconds(30));
-    options.chunk_bytes = 64 << 10;
-    RingAllreduce allreduce(t, options);
+    RingAllreduce allreduce(t, test_options(64 << 10));
     for (std::size_t n : sizes) {
       for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kAverage}) {
         if (n > (1u << 20) && op == ReduceOp::kAverage) continue;  // one big run is enough
@@ -41,25 +100,72 @@ TEST_CASE("ring allreduce equals the exact sum within float rounding", "[transpo
         auto region = t.register_region(std::as_writable_bytes(std::span(x)));
         allreduce.run(*region, x, op, TagLayout(t).make(purpose::kBenchmark, 7));
         // Every element of the small cases; a sample of the 16 MiB one (8 ranks on 2 cores).
-        const std::size_t stride = n > (1u << 20) ? 61 : 1;
-        for (std::size_t i = 0; i < n; i += stride) {
-          double exact = 0, magnitude = 0;
-          for (int q = 0; q < ctx.size(); ++q) {
-            exact += input(q, i);
-            magnitude += std::fabs(input(q, i));
-          }
-          if (op == ReduceOp::kAverage) {
-            exact /= ctx.size();
-            magnitude /= ctx.size();
-          }
-          // Each of the N-1 float additions (and the scaling) rounds by at most eps * |partial|.
-          double bound = (ctx.size() + 1) * 6e-8 * magnitude + 1e-30;
-          if (std::fabs(x[i] - exact) > bound) {
-            throw std::runtime_error(fmt::format("n={} i={}: got {} want {}", n, i, x[i], exact));
-          }
-        }
+        check_sum(x, every_rank(ctx.size()), op, n > (1u << 20) ? 61 : 1);
       }
     }
+  });
+  INFO(failures(results));
+  CHECK(failures(results).empty());
+}
+
+TEST_CASE("halving-doubling allreduce equals the exact sum, the same on every rank",
+          "[transport][multiproc]") {
+  // Powers of two and not (3 = 2 + 1, 5 = 4 + 1, 6 = 4 + 2: ranks fold in and take the result
+  // back), on every backend; pieces of 64 KiB number the chunk field.
+  auto backend = GENERATE(from_range(built_backends()));
+  auto ranks = GENERATE(2, 3, 5, 6, 8);
+  CAPTURE(backend, ranks);
+  const std::vector<std::size_t> sizes{0, 1, 5, 1000003};
+  auto results = run_ranks(backend, ranks, [&](RankContext& ctx) {
+    Transport& t = ctx.transport();
+    HalvingDoublingAllreduce allreduce(t, test_options(64 << 10));
+    const TagLayout layout(t);
+    int round = 0;
+    for (std::size_t n : sizes) {
+      for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kAverage}) {
+        std::vector<float> x(n);
+        for (std::size_t i = 0; i < n; ++i) x[i] = input(ctx.rank(), i);
+        auto region = t.register_region(std::as_writable_bytes(std::span(x)));
+        allreduce.run(*region, x, op, layout.make(purpose::kBenchmark, ++round));
+        check_sum(x, every_rank(ctx.size()), op, n > 100000 ? 7 : 1);
+        check_same_as_neighbors(t, x, every_rank(ctx.size()),
+                                layout.make(purpose::kBenchmark, ++round));
+      }
+    }
+  });
+  INFO(failures(results));
+  CHECK(failures(results).empty());
+}
+
+TEST_CASE("Allreduce takes halving-doubling for large worlds and for a subset of ranks",
+          "[transport]") {
+  // Threads: 100 ranks (64 + 36), then 37 of them (32 + 5), the others idle, as the live
+  // allreduce leaves the dead out. The auto choice: the ring up to kRingMaxRanks.
+  constexpr int kWorld = 100;
+  std::vector<int> subset;
+  for (int r = 0; r < kWorld; r += 3) subset.push_back(r);  // 34 of them, 0 to 99
+  subset.insert(subset.end(), {4, 8, 50});
+  std::sort(subset.begin(), subset.end());
+  REQUIRE(subset.size() == 37);
+  auto results = run_ranks("inproc", kWorld, [&](RankContext& ctx) {
+    Transport& t = ctx.transport();
+    Allreduce allreduce(t, test_options(4 << 10));  // several pieces per step
+    MURMUR_CHECK(allreduce.algorithm_for(kRingMaxRanks) == AllreduceAlgorithm::kRing);
+    MURMUR_CHECK(allreduce.algorithm_for(kRingMaxRanks + 1) ==
+                 AllreduceAlgorithm::kHalvingDoubling);
+    const TagLayout layout(t);
+    std::vector<float> x(10007);
+    auto region = t.register_region(std::as_writable_bytes(std::span(x)));
+    for (std::size_t i = 0; i < x.size(); ++i) x[i] = input(ctx.rank(), i);
+    allreduce.run(*region, x, ReduceOp::kAverage, layout.make(purpose::kBenchmark, 1));
+    check_sum(x, every_rank(kWorld), ReduceOp::kAverage, 1);
+    check_same_as_neighbors(t, x, every_rank(kWorld), layout.make(purpose::kBenchmark, 2));
+    if (std::find(subset.begin(), subset.end(), ctx.rank()) == subset.end()) return;
+    for (std::size_t i = 0; i < x.size(); ++i) x[i] = input(ctx.rank(), i);
+    allreduce.set_ranks(subset);
+    allreduce.run(*region, x, ReduceOp::kSum, layout.make(purpose::kBenchmark, 3));
+    check_sum(x, subset, ReduceOp::kSum, 1);
+    check_same_as_neighbors(t, x, subset, layout.make(purpose::kBenchmark, 4));
   });
   INFO(failures(results));
   CHECK(failures(results).empty());

@@ -1,4 +1,6 @@
-// Matching and completion of the inproc backend, under one lock per world.
+// Matching and completion of the inproc backend, under one lock per world. A completion wakes
+// only the rank that posted the request (one condition variable per rank): with one shared
+// condition variable, every message of a 1024-rank world woke all 1024 threads.
 #include <condition_variable>
 #include <cstring>
 #include <deque>
@@ -15,6 +17,7 @@ namespace murmur::transport::inproc {
 
 namespace {
 struct Op : RequestState {
+  int owner = 0;              // the rank that posted it, the one to wake when it completes
   std::byte* data = nullptr;  // the sender's bytes (read only) or the receiver's
   std::size_t size = 0;       // bytes to send, or the capacity of the recv
 };
@@ -23,12 +26,14 @@ using Key = std::tuple<int, int, Tag>;  // (source, destination, tag)
 
 class World {
  public:
-  explicit World(int size) : size_(size), dead_(size, false), sent_(size, 0), received_(size, 0) {}
+  explicit World(int size)
+      : size_(size), wakeups_(size), dead_(size, false), sent_(size, 0), received_(size, 0) {}
 
   int size() const { return size_; }
 
   Request post(bool is_send, int self, int peer, Tag tag, std::byte* data, std::size_t size) {
     auto op = std::make_shared<Op>();
+    op->owner = self;
     op->peer = peer;
     op->tag = tag;
     op->data = data;
@@ -66,17 +71,19 @@ class World {
     lock.lock();
     --copying_[from];
     --copying_[to];
+    if (killing_ > 0) copied_.notify_all();
     recv.bytes = send.size;
     sent_[from] += send.size;
     received_[to] += send.size;
     finish(send, nullptr);
-    finish(recv, nullptr);  // also wakes a kill() waiting for this copy
+    finish(recv, nullptr);
     return Request(op);
   }
 
-  bool wait(RequestState& op, Deadline deadline) {
+  bool wait(RequestState& state, Deadline deadline) {
+    auto& op = static_cast<Op&>(state);
     std::unique_lock lock(mu_);
-    return cv_.wait_until(lock, deadline, [&] { return op.done.load(); });
+    return wakeups_[op.owner].wait_until(lock, deadline, [&] { return op.done.load(); });
   }
 
   void cancel(RequestState& op) {
@@ -93,7 +100,9 @@ class World {
     std::unique_lock lock(mu_);
     dead_[r] = true;
     // A copy in flight reads or writes r's buffers: they must outlive it.
-    cv_.wait(lock, [&] { return copying_[r] == 0; });
+    ++killing_;
+    copied_.wait(lock, [&] { return copying_[r] == 0; });
+    --killing_;
     for (auto* queues : {&sends_, &recvs_}) {
       for (auto& [key, q] : *queues) {
         auto [from, to, tag] = key;
@@ -120,15 +129,19 @@ class World {
         PeerLost(fmt::format("inproc: rank {}: rank {} is gone", self, peer)));
   }
   // Called with mu_ held.
-  void finish(RequestState& op, std::exception_ptr error) {
+  void finish(RequestState& state, std::exception_ptr error) {
+    auto& op = static_cast<Op&>(state);
     op.error = std::move(error);
     op.done.store(true);
-    cv_.notify_all();
+    // All of the owner's waiters: the owner's thread, and a cancel of its request from elsewhere.
+    wakeups_[op.owner].notify_all();
   }
 
   int size_;
   std::mutex mu_;  // guards everything below
-  std::condition_variable cv_;
+  std::vector<std::condition_variable> wakeups_;  // per rank: its requests completed
+  std::condition_variable copied_;                 // a copy finished (for kill())
+  int killing_ = 0;                                // kill()s waiting on copied_
   std::map<Key, std::deque<std::shared_ptr<Op>>> sends_, recvs_;
   std::vector<bool> dead_;
   std::vector<std::uint64_t> sent_, received_;
