@@ -59,9 +59,13 @@ void HalvingDoublingAllreduce::run(Region& region, std::span<float> data, Reduce
   // Pieces of chunk_bytes, or larger where the tag's chunk field could not number them all;
   // both sides cut a window of the same size alike.
   const std::size_t max_chunks = static_cast<std::size_t>(layout.max_chunks());
-  auto piece_floats = [&](std::size_t count) {
-    return std::max<std::size_t>(
-        {1, options_.chunk_bytes / sizeof(float), (count + max_chunks - 1) / max_chunks});
+  // Calls each(first, count, c) for piece c of `window`, offsets relative to its start.
+  auto for_pieces = [&](const Window& window, auto&& each) {
+    const std::size_t piece = std::max<std::size_t>(
+        {1, options_.chunk_bytes / sizeof(float), (window.count + max_chunks - 1) / max_chunks});
+    for (std::size_t a = 0, c = 0; a < window.count; a += piece, ++c) {
+      each(a, std::min(piece, window.count - a), c);
+    }
   };
   auto in_data = [&](std::size_t first, std::size_t count) {
     return ByteRange{data_offset + first * sizeof(float), count * sizeof(float)};
@@ -74,22 +78,18 @@ void HalvingDoublingAllreduce::run(Region& region, std::span<float> data, Reduce
     guard.watch(recvs);
     guard.watch(sends);
     if (in != nullptr) {
-      const std::size_t piece = piece_floats(in->count);
-      for (std::size_t a = 0, c = 0; a < in->count; a += piece, ++c) {
-        const std::size_t len = std::min(piece, in->count - a);
+      for_pieces(*in, [&](std::size_t a, std::size_t len, std::size_t c) {
         const ByteRange range = into_data ? in_data(in->first + a, len)
                                           : ByteRange{a * sizeof(float), len * sizeof(float)};
         recvs.push_back(transport_.recv(peer, layout.with(tag, k, c),
                                         into_data ? region : *scratch_.region, range));
-      }
+      });
     }
     if (out != nullptr) {
-      const std::size_t piece = piece_floats(out->count);
-      for (std::size_t a = 0, c = 0; a < out->count; a += piece, ++c) {
-        const std::size_t len = std::min(piece, out->count - a);
+      for_pieces(*out, [&](std::size_t a, std::size_t len, std::size_t c) {
         sends.push_back(
             transport_.send(peer, layout.with(tag, k, c), region, in_data(out->first + a, len)));
-      }
+      });
     }
     for (auto& r : recvs) {
       wait_or_lost(transport_, r, options_.timeout, "a halving-doubling allreduce receive");

@@ -3,9 +3,9 @@
 algorithm and the final average must work with 1024 ranks.
 
 1. 1024 peers, D-PSGD on the exponential graph (logistic regression, 2 steps of synthetic data):
-   the run ends, and every one of the 1024 ranks is in the final average. Before the final
-   average took recursive halving and doubling, and before inproc woke only the rank a message
-   was for, its ring allreduce of 2046 steps did not end in 10 minutes.
+   the run ends, and every one of the 1024 ranks is in the final average. With the ring's 2046
+   steps for the final average, or with inproc waking every thread for each message, it does
+   not end within its bound.
 2. Every algorithm with 200 peers (128 + 72: ranks that fold in and take the result back), 3
    steps: each run ends with all 200 in the final average; the exact ones (allreduce, local_sgd,
    diloco) with the same model on every peer.

@@ -133,7 +133,8 @@ class World {
     auto& op = static_cast<Op&>(state);
     op.error = std::move(error);
     op.done.store(true);
-    // All of the owner's waiters: the owner's thread, and a cancel of its request from elsewhere.
+    // notify_all: a rank may wait from more than one thread (its training and communication
+    // threads), each on a request of its own.
     wakeups_[op.owner].notify_all();
   }
 
