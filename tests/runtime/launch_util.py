@@ -1,6 +1,7 @@
 """Helpers of the launcher tests that watch a run's peers from outside: finding a run's
 murmur-peer processes, waiting for them to train, and making sure none is left behind.
 Python standard library only."""
+import csv
 import glob
 import json
 import os
@@ -25,6 +26,33 @@ eval: {{every_steps: 0}}
 algorithm: {{name: dpsgd}}
 topology: {{graph: ring}}
 """
+
+
+def small_sweep(name):
+    """A 2-point murmur-sweep spec (D-PSGD on a ring, allreduce; 2 peers, synthetic data, 1 epoch)."""
+    return f"""\
+name: {name}
+config:
+  run: {{name: {name}, log_every: 4, threads: 1}}
+  model: {{name: mlp, hidden: [16]}}
+  data: {{name: synthetic, synthetic: {{train_size: 1024, test_size: 256, noise: 3.0}}}}
+  train: {{epochs: 1, batch_size: 16, schedule: {{name: constant}}}}
+  eval: {{every_steps: 8}}
+peers: 2
+grid:
+  algorithm:
+    ring: {{algorithm.name: dpsgd, topology.graph: ring}}
+    allreduce: {{algorithm.name: allreduce}}
+"""
+
+
+def small_sweep_rows(out):
+    """[(point, peers)] of a small_sweep's summary.csv in `out`, sorted ([] where there is none)."""
+    try:
+        with open(os.path.join(out, "summary.csv")) as f:
+            return sorted((row["point"], row["peers"]) for row in csv.DictReader(f))
+    except (OSError, KeyError):
+        return []
 
 
 ENDLESS = 10_000_000  # ring_config(steps=ENDLESS): hours here; the tests stop it themselves

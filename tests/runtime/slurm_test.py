@@ -20,7 +20,6 @@ stops exactly those (by pid). Exits 77 (CTest's skip) without the packages or wi
    meet in D/rendezvous/slurm-<job>.<step>, and the one that evaluates the average writes
    summary.json (before: "no way to find peers").
 """
-import csv
 import glob
 import json
 import os
@@ -36,8 +35,10 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 LAUNCH = os.path.join(ROOT, "tools", "murmur-launch")
 sys.path.insert(0, HERE)
+sys.path.insert(0, os.path.join(ROOT, "tools"))
+from murmur_cluster import slurm_conf  # noqa: E402
 from launch_util import (ENDLESS, Checks, Launched, environ_of, free_port, peers_of, result,  # noqa: E402
-                         ring_config, wait_gone, wait_training)
+                         ring_config, small_sweep, small_sweep_rows, wait_gone, wait_training)
 
 CONFIG = ring_config("slurm")
 DAEMONS = ("/usr/sbin/munged", "/usr/sbin/slurmctld", "/usr/sbin/slurmd")
@@ -56,35 +57,9 @@ class Cluster:
             os.makedirs(os.path.join(d, sub), exist_ok=True)
         self.conf = os.path.join(d, "slurm.conf")
         with open(self.conf, "w") as f:
-            f.write(f"""ClusterName=murmurtest
-SlurmctldHost={self.node}(127.0.0.1)
-SlurmctldPort={free_port()}
-SlurmdPort={free_port()}
-AuthType=auth/munge
-AuthInfo=socket={d}/munge.sock
-CredType=cred/munge
-SlurmUser=root
-SlurmdUser=root
-StateSaveLocation={d}/state
-SlurmdSpoolDir={d}/spool/%n
-SlurmctldPidFile={d}/slurmctld.pid
-SlurmdPidFile={d}/slurmd-%n.pid
-SlurmctldLogFile={d}/log/slurmctld.log
-SlurmdLogFile={d}/log/slurmd-%n.log
-ProctrackType=proctrack/linuxproc
-TaskPlugin=task/none
-JobAcctGatherType=jobacct_gather/none
-AccountingStorageType=accounting_storage/none
-SelectType=select/cons_tres
-SelectTypeParameters=CR_CPU
-SlurmdParameters=config_overrides
-ReturnToService=2
-KillWait=10
-MpiDefault=none
-SwitchType=switch/none
-NodeName={self.node} NodeAddr=127.0.0.1 CPUs=4 State=UNKNOWN
-PartitionName=test Nodes=ALL Default=YES MaxTime=INFINITE State=UP OverSubscribe=YES
-""")
+            f.write(slurm_conf("murmurtest", self.node, "127.0.0.1", free_port(), free_port(),
+                               f"{d}/munge.sock", d, f"{d}/log",
+                               f"NodeName={self.node} NodeAddr=127.0.0.1 CPUs=4 State=UNKNOWN\n", partition="test"))
         self.env = dict(os.environ, SLURM_CONF=self.conf)
         for k in list(self.env):  # this test's Slurm only, not one it may itself run under
             if k.startswith(("SLURM_", "SALLOC_", "SBATCH_", "SRUN_")) and k != "SLURM_CONF":
@@ -257,20 +232,7 @@ def run_all(d, cluster, peer):
           f"srun alone: code {r.returncode}, rendezvous {rdv}:\n{(r.stdout + r.stderr)[-3000:]}")
 
 
-SWEEP = """\
-name: slurm-sweep
-config:
-  run: {name: slurm-sweep, log_every: 4, threads: 1}
-  model: {name: mlp, hidden: [16]}
-  data: {name: synthetic, synthetic: {train_size: 1024, test_size: 256, noise: 3.0}}
-  train: {epochs: 1, batch_size: 16, schedule: {name: constant}}
-  eval: {every_steps: 8}
-peers: 2
-grid:
-  algorithm:
-    ring: {algorithm.name: dpsgd, topology.graph: ring}
-    allreduce: {algorithm.name: allreduce}
-"""
+SWEEP = small_sweep("slurm-sweep")
 
 
 def sweep(d, cluster, peer):
@@ -289,12 +251,8 @@ def sweep(d, cluster, peer):
             break
         time.sleep(0.2)
     r = subprocess.run([tool, "--report", out], env=cluster.env, capture_output=True, text=True, timeout=120)
-    try:
-        with open(os.path.join(out, "summary.csv")) as f:
-            rows = list(csv.DictReader(f))
-    except OSError:
-        rows = []
-    check(sorted(row["point"] for row in rows) == ["allreduce", "ring"] and all(row["peers"] == "2" for row in rows),
+    rows = small_sweep_rows(out)
+    check(rows == [("allreduce", "2"), ("ring", "2")],
           f"murmur-sweep --report after --slurm: code {r.returncode}, rows {rows}: {r.stdout} {r.stderr}")
 
 
