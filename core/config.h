@@ -178,11 +178,15 @@ void describe(V& v, CheckpointConfig& c) {
 struct WorldConfig {
   int size = 1;    // number of peers
   int rank = -1;   // -1 = from MURMUR_RANK, SLURM_PROCID or OMPI_COMM_WORLD_RANK
+  // The ranks of one node (algorithm.hierarchical): 0 = the launcher's local size
+  // (MURMUR_LOCAL_SIZE, OMPI_COMM_WORLD_LOCAL_SIZE). Ranks r*k .. r*k+k-1 make node r.
+  int ranks_per_node = 0;
 };
 template <class V>
 void describe(V& v, WorldConfig& c) {
   v("size", c.size, Range{1, 1 << 20});
   v("rank", c.rank, Range{-1, 1 << 20});
+  v("ranks_per_node", c.ranks_per_node, Range{0, 1 << 20});
 }
 
 struct TransportConfig {
@@ -292,6 +296,9 @@ struct AlgorithmConfig {
   double outer_lr = 0.7;        // diloco outer Nesterov
   double outer_momentum = 0.9;
   double consensus_lr = 1.0;    // choco gamma
+  // dpsgd, allreduce: exact average within each node first, then the algorithm between nodes
+  // (one leader per node, the graph over nodes), then the result shared within the node.
+  bool hierarchical = false;
   CompressorConfig compressor;
 };
 template <class V>
@@ -304,6 +311,7 @@ void describe(V& v, AlgorithmConfig& c) {
   v("outer_lr", c.outer_lr, Range{0, 1e3});
   v("outer_momentum", c.outer_momentum, Range{0, 0.999999});
   v("consensus_lr", c.consensus_lr, Range{0, 1});
+  v("hierarchical", c.hierarchical);
   v("compressor", c.compressor);
 }
 

@@ -14,6 +14,7 @@
 #include "optimizers/choco.h"
 #include "optimizers/diloco.h"
 #include "optimizers/dpsgd.h"
+#include "optimizers/hierarchical.h"
 #include "optimizers/local_sgd.h"
 #include "optimizers/no_averaging.h"
 #include "optimizers/sgp.h"
@@ -101,7 +102,16 @@ std::vector<std::string> check_algorithm(const AlgorithmConfig& a, const Topolog
                                    key, a.name, fmt::join(info.keys, ", ")));
     }
   }
-  if (world_size <= 1 || info.needs == GraphNeeds::kNone) return unread;
+  if (a.hierarchical && a.name != "dpsgd" && a.name != "allreduce") {
+    throw ConfigError(fmt::format(
+        "algorithm.hierarchical: dpsgd and allreduce average hierarchically, not {}", a.name));
+  }
+  if (a.hierarchical && a.overlap) {
+    throw ConfigError("algorithm.hierarchical: not with algorithm.overlap (the three phases of a "
+                      "round run one after the other)");
+  }
+  // Hierarchical: the graph is one of nodes, checked when their number is known (hierarchical.h).
+  if (world_size <= 1 || info.needs == GraphNeeds::kNone || a.hierarchical) return unread;
   topology::validate_world(topology, world_size);
   if (info.static_graph_only && topology::is_time_varying(topology)) {
     throw ConfigError(fmt::format(
@@ -134,6 +144,7 @@ std::unique_ptr<Averaging> make_averaging(const AveragingContext& ctx) {
   if (n == 1) return std::make_unique<NoAveraging>();
   AveragingContext mine = ctx;
   mine.purpose = purpose_of(info);
+  if (ctx.algorithm.hierarchical) return make_hierarchical(mine);
   return info.make(mine);
 }
 

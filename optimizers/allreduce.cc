@@ -5,7 +5,7 @@
 namespace murmur::optimizers {
 
 namespace {
-constexpr std::string_view kKeys[] = {"local_steps"};
+constexpr std::string_view kKeys[] = {"local_steps", "hierarchical"};
 }  // namespace
 
 const AlgorithmInfo kAllreduce{

@@ -42,6 +42,7 @@ struct AveragingContext {
   transport::Region& params_region;  // params registered with hood.transport()
   std::uint64_t seed;                // the run seed: every peer derives the same schedule
   unsigned purpose = 0;              // this algorithm's tag purpose (set by make_averaging)
+  int ranks_per_node = 1;            // algorithm.hierarchical: consecutive ranks per node
 };
 
 class Averaging {

@@ -7,7 +7,7 @@
 namespace murmur::optimizers {
 
 namespace {
-constexpr std::string_view kKeys[] = {"local_steps", "overlap"};
+constexpr std::string_view kKeys[] = {"local_steps", "overlap", "hierarchical"};
 }  // namespace
 
 const AlgorithmInfo kDpsgd{

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <limits>
 
 #include <fmt/format.h>
@@ -10,10 +11,12 @@
 #include "optimizers/device_arrays.h"
 #include "topology/mixing.h"
 #include "topology/schedule.h"
+#include "core/error.h"
 #include "core/logging.h"
 #include "transport/address.h"
 #include "transport/factory.h"
 #include "transport/tag.h"
+#include "transport/world.h"
 
 namespace murmur::runtime {
 namespace {
@@ -30,6 +33,31 @@ std::shared_ptr<transport::Transport> make_backend(const ExperimentConfig& confi
   tc.host = chosen.address;
   log().info("rank {}: {} transport on {} ({})", rank, tc.backend, chosen.address, chosen.why);
   return transport::make_transport(tc, rank, config.world.size);
+}
+
+// algorithm.hierarchical: the ranks of one node, world.ranks_per_node or else the launcher's
+// local size. Nodes are blocks of consecutive ranks; where the launcher says which node this
+// rank is on (MURMUR_NODE_RANK over ssh, SLURM_NODEID under srun), it must be that block's.
+int ranks_per_node(const ExperimentConfig& config, int rank, bool live) {
+  if (live) {
+    throw ConfigError("algorithm.hierarchical: not with run.on_peer_failure: continue (a node "
+                      "whose leader is lost would be cut off from the others)");
+  }
+  const int k = config.world.ranks_per_node > 0 ? config.world.ranks_per_node : transport::local_size();
+  for (const char* name : {"MURMUR_NODE_RANK", "SLURM_NODEID"}) {
+    const char* value = std::getenv(name);
+    if (value == nullptr || *value == '\0') continue;
+    const int said = std::atoi(value);
+    if (said != rank / k) {
+      throw ConfigError(fmt::format(
+          "algorithm.hierarchical: rank {} runs on node {} (${}), but nodes of {} consecutive ranks "
+          "put it on node {}: place ranks in blocks (murmur-launch --map-by slot, Slurm's block "
+          "distribution), as many on every node, or set world.ranks_per_node",
+          rank, said, name, k, rank / k));
+    }
+    break;
+  }
+  return k;
 }
 
 }  // namespace
@@ -73,6 +101,7 @@ Distributed::Distributed(const ExperimentConfig& config, int rank, device::Devic
   optimizers::AveragingContext ctx{config.algorithm, config.topology, config.transport,
                                    *hood_,           device_,         params_,
                                    *params_region_,  config.run.seed};
+  if (config.algorithm.hierarchical) ctx.ranks_per_node = ranks_per_node(config, transport_->rank(), live_ != nullptr);
   averaging_ = optimizers::make_averaging(ctx);
   const optimizers::AlgorithmInfo& info = optimizers::find_algorithm(config.algorithm.name);
   if (!live_ || info.rejoins == optimizers::RejoinPolicy::kNone) return;

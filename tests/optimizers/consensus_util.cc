@@ -126,7 +126,8 @@ ConsensusResult run_consensus(const ConsensusRun& run) {
 BuiltAveraging build_averaging(transport::Transport& transport, device::Device& device,
                                const AlgorithmConfig& algorithm, const TopologyConfig& topology,
                                const TransportConfig& transport_config, std::span<float> params,
-                               std::uint64_t seed, membership::LiveSet* live) {
+                               std::uint64_t seed, membership::LiveSet* live,
+                               int ranks_per_node) {
   BuiltAveraging b;
   transport::Transport* t = &transport;
   if (!device.host_memory()) {
@@ -140,6 +141,7 @@ BuiltAveraging build_averaging(transport::Transport& transport, device::Device& 
                 : membership::strict_neighborhood(*t, options, *b.ops);
   b.region = register_array(*t, device, params);
   AveragingContext ctx{algorithm, topology, transport_config, *b.hood, device, params, *b.region, seed};
+  ctx.ranks_per_node = ranks_per_node;
   b.averaging = make_averaging(ctx);
   return b;
 }

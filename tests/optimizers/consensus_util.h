@@ -34,7 +34,8 @@ struct BuiltAveraging {
 BuiltAveraging build_averaging(transport::Transport& transport, device::Device& device,
                                const AlgorithmConfig& algorithm, const TopologyConfig& topology,
                                const TransportConfig& transport_config, std::span<float> params,
-                               std::uint64_t seed, membership::LiveSet* live = nullptr);
+                               std::uint64_t seed, membership::LiveSet* live = nullptr,
+                               int ranks_per_node = 1);
 
 struct ConsensusRun {
   std::string backend = "inproc";

@@ -9,6 +9,8 @@ sshd and slurmd; slurmctld and munged run on the controller host.
    there is one clear error naming the hosts.
 2. `murmur-launch -n 4 CONFIG --hostfile HOSTFILE` on node0, 2 nodes x 2 slots, over tcp, ucx and
    ofi: summary.json, and ranks 2 and 3 listen on node1's address (the run spans both nodes).
+   With algorithm.hierarchical (2 nodes: the exact average, consensus distance 0), and refused
+   by name with the ranks placed round robin (--map-by node).
 3. `salloc -N 2 -n 4 murmur-launch CONFIG --slurm` (SGP), an sbatch script with -N 2, and
    `murmur-sweep SWEEP --slurm --sbatch-args "-N 2"` for a 2-point sweep: summary.json each,
    and a summary.csv with both points.
@@ -24,6 +26,7 @@ sshd and slurmd; slurmctld and munged run on the controller host.
 import glob
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -99,6 +102,24 @@ def hostfile_runs(tool, d, peer, config):
 
 
 SWEEP = small_sweep("cluster-sweep")
+
+
+def hierarchical_runs(tool, d, peer, config):
+    """algorithm.hierarchical across the 2 nodes: with 2 nodes it is the exact average, so the
+    peers end with one model; ranks placed round robin (--map-by node) are refused by name."""
+    out = os.path.join(d, "hierarchical")
+    base = [LAUNCH, "-n", "4", config, "--hostfile", os.path.join(tool.d, "hostfile"), "--peer", peer,
+            "--set", "algorithm.hierarchical=true"]
+    text = tool.on("node0", base + ["--out", out]).finish()
+    if summary_ok(out, "hierarchical D-PSGD, --hostfile", text):
+        with open(os.path.join(out, "summary.json")) as f:
+            s = json.load(f)
+        check(s["consensus_distance"] == 0, f"hierarchical D-PSGD on 2 nodes: consensus distance "
+              f"{s['consensus_distance']}, want 0 (the exact average)")
+    text = tool.on("node0", base + ["--map-by", "node", "--out", os.path.join(d, "hierarchical-rr")]).finish()
+    check(re.search(r"rank (1|2) runs on node (1|0) \(\$MURMUR_NODE_RANK\), but nodes of 2 consecutive ranks "
+                    r"put it on node (0|1): place ranks in blocks", text) is not None,
+          f"hierarchical with --map-by node: not refused by name:\n{text[-3000:]}")
 
 
 def slurm_runs(tool, d, peer, config):
@@ -212,6 +233,7 @@ def run_all(tool, d, peer):
         f.write(ring_config("cluster", steps=60))
     hosts(tool)
     hostfile_runs(tool, d, peer, config)
+    hierarchical_runs(tool, d, peer, config)
     slurm_runs(tool, d, peer, config)
     cut_link(tool, d, peer, config)
 
