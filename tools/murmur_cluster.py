@@ -33,7 +33,7 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from murmur_netem import NetemError, Network  # noqa: E402
+from murmur_netem import Network  # noqa: E402
 from murmur_netem.network import alive  # noqa: E402
 
 DEFAULT_DIR = "/tmp/murmur-cluster"

@@ -23,7 +23,6 @@ stops exactly those (by pid). Exits 77 (CTest's skip) without the packages or wi
 import glob
 import json
 import os
-import shutil
 import signal
 import socket
 import subprocess
