@@ -41,8 +41,8 @@ LAUNCH = os.path.join(ROOT, "tools", "murmur-launch")
 SWEEP_TOOL = os.path.join(ROOT, "tools", "murmur-sweep")
 sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(ROOT, "tools"))
-from launch_util import (Checks, Launched, result, ring_config, small_sweep, small_sweep_rows,  # noqa: E402
-                         wait_gone, wait_training)
+from launch_util import (Checks, Launched, excerpt, print_logs, result, ring_config, small_sweep,  # noqa: E402
+                         small_sweep_rows, wait_gone, wait_training)
 from murmur_netem.network import alive, list_namespaces  # noqa: E402
 
 NEEDED = ("/usr/sbin/sshd", "/usr/sbin/slurmctld", "/usr/sbin/slurmd", "/usr/sbin/munged", "/usr/bin/salloc",
@@ -71,7 +71,7 @@ def spans_nodes(text, backend):
 
 def summary_ok(out, what, text, n=4):
     path = os.path.join(out, "summary.json")
-    if not check(os.path.exists(path), f"{what}: no summary.json:\n{text[-3000:]}"):
+    if not check(os.path.exists(path), f"{what}: no summary.json:\n{excerpt(text)}"):
         return False
     with open(path) as f:
         s = json.load(f)
@@ -97,7 +97,7 @@ def hostfile_runs(tool, d, peer, config):
                                  "--peer", peer, "--out", out, "--set", f"transport.backend={backend}"]).finish()
         if summary_ok(out, f"--hostfile over {backend}", text):
             check(spans_nodes(text, backend), f"--hostfile over {backend}: ranks not on node0, node0, node1, node1:"
-                  f"\n{text[-3000:]}")
+                  f"\n{excerpt(text)}")
         print(f"cluster_test: --hostfile, 2 nodes x 2 peers over {backend}: {time.time() - t0:.1f} s", flush=True)
 
 
@@ -119,7 +119,7 @@ def hierarchical_runs(tool, d, peer, config):
     text = tool.on("node0", base + ["--map-by", "node", "--out", os.path.join(d, "hierarchical-rr")]).finish()
     check(re.search(r"rank (1|2) runs on node (1|0) \(\$MURMUR_NODE_RANK\), but nodes of 2 consecutive ranks "
                     r"put it on node (0|1): place ranks in blocks", text) is not None,
-          f"hierarchical with --map-by node: not refused by name:\n{text[-3000:]}")
+          f"hierarchical with --map-by node: not refused by name:\n{excerpt(text)}")
 
 
 def slurm_runs(tool, d, peer, config):
@@ -132,7 +132,7 @@ def slurm_runs(tool, d, peer, config):
     text = tool.on("node0", ["salloc", "-N", "2", "-n", "4", "--quiet", LAUNCH, "-n", "4", sgp, "--slurm",
                              "--peer", peer, "--out", out]).finish()
     if summary_ok(out, "salloc -N 2 -n 4 --slurm", text):
-        check(spans_nodes(text, "tcp"), f"salloc -N 2 -n 4: ranks not on node0, node0, node1, node1:\n{text[-3000:]}")
+        check(spans_nodes(text, "tcp"), f"salloc -N 2 -n 4: ranks not on node0, node0, node1, node1:\n{excerpt(text)}")
     print(f"cluster_test: salloc -N 2 -n 4, SGP: {time.time() - t0:.1f} s", flush=True)
 
     out, script = os.path.join(d, "sbatch"), os.path.join(d, "job.sh")
@@ -149,7 +149,7 @@ def slurm_runs(tool, d, peer, config):
         f.write(SWEEP)
     text = tool.on("node0", [SWEEP_TOOL, spec, "--out", out, "--peer", peer, "--slurm",
                              "--sbatch-args", "-N 2"]).finish()
-    if not check(text.count("submitted job") == 2, f"murmur-sweep --slurm: {text[-3000:]}"):
+    if not check(text.count("submitted job") == 2, f"murmur-sweep --slurm: {excerpt(text)}"):
         return
     for _ in range(600):
         q = tool.on("node0", ["squeue", "--noheader", "--format=%i"]).finish(30)
@@ -180,9 +180,9 @@ def cut_link(tool, d, peer, config):
     for r in (0, 1):
         res = result(out, r)
         check(res is not None and res.get("steps") == steps and not res.get("stopped_early"),
-              f"cut: node0's rank {r} did not finish its {steps} steps: result {res}\n{text[-3000:]}")
+              f"cut: node0's rank {r} did not finish its {steps} steps: result {res}\n{excerpt(text)}")
     check(p.returncode not in (0, None) and "peer 2 on node1" in text and "peer 3 on node1" in text,
-          f"cut: the launcher exited {p.returncode} without naming node1's peers:\n{text[-3000:]}")
+          f"cut: the launcher exited {p.returncode} without naming node1's peers:\n{excerpt(text)}")
     wait_gone(out, 0)
 
 
@@ -261,6 +261,8 @@ def main():
         try:
             run_all(tool, d, peer)
         finally:
+            if check.failures:
+                print_logs(os.path.join(tool.d, "log", "*"))
             code, text = tool("down")
             check(code == 0 and "took down" in text, f"down: {code} {text}")
             left = wait_none_left(state, 0)

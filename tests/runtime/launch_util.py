@@ -15,14 +15,16 @@ import time
 
 def ring_config(name, steps=40):
     """A small D-PSGD run on a ring (synthetic data, 4 peers, steps of about a millisecond here):
-    `steps` of them, or near enough to endless for a run that the test stops itself."""
+    `steps` of them, or near enough to endless (ENDLESS) for a run that the test stops itself,
+    which then logs and evaluates as LONG_RUN does."""
+    every = 1000 if steps >= ENDLESS else 0
     return f"""\
-run: {{name: {name}, log_every: 10, threads: 1}}
+run: {{name: {name}, log_every: {1000 if every else 10}, threads: 1}}
 world: {{size: 4}}
 model: {{name: mlp, hidden: [64]}}
 data: {{name: synthetic, synthetic: {{train_size: 2048, test_size: 256, noise: 2.5}}}}
 train: {{epochs: 1000000, batch_size: 32, max_steps: {steps}, schedule: {{name: constant}}}}
-eval: {{every_steps: 0}}
+eval: {{every_steps: {every}}}
 algorithm: {{name: dpsgd}}
 topology: {{graph: ring}}
 """
@@ -56,6 +58,11 @@ def small_sweep_rows(out):
 
 
 ENDLESS = 10_000_000  # ring_config(steps=ENDLESS): hours here; the tests stop it themselves
+# A ring_config run made endless: its steps take about a millisecond, and logged and evaluated
+# as the short runs are (every 10 steps, every 16-step epoch) it prints over a thousand lines a
+# second. Through srun that much output delays srun's own forwarding of a Ctrl-C by 20-48 s on
+# a loaded machine (past the launcher's grace), and it slows every other test running beside it.
+LONG_RUN = ["--set", f"train.max_steps={ENDLESS}", "--set", "run.log_every=1000", "--set", "eval.every_steps=1000"]
 
 
 class Checks:
@@ -82,6 +89,28 @@ class Checks:
     def result(self):
         print(f"{self.name}: {'ok' if not self.failures else f'{len(self.failures)} failure(s)'}")
         return 1 if self.failures else 0
+
+
+def excerpt(text, limit=3000):
+    """What a failure shows of a run's output: its warnings and errors (a failing peer's own
+    lines come early and would fall out of a tail), then the tail."""
+    noted = [line for line in text.splitlines()
+             if "[error]" in line or "[warning]" in line or "error:" in line or "rror" in line[:40]]
+    head = "\n".join(noted)[-limit // 2:]
+    return (f"(its warnings and errors)\n{head}\n(its last lines)\n" if head else "") + text[-limit:]
+
+
+def print_logs(pattern, lines=40):
+    """The last lines of each daemon log matching `pattern`: after a failure, what sshd, slurmd
+    and slurmctld saw (CI keeps only this output)."""
+    for path in sorted(glob.glob(pattern)):
+        try:
+            with open(path, errors="replace") as f:
+                tail = f.read().splitlines()[-lines:]
+        except OSError:
+            continue
+        print(f"--- {path} (last {len(tail)} lines)")
+        print("\n".join(tail), flush=True)
 
 
 class Launched:

@@ -36,8 +36,8 @@ LAUNCH = os.path.join(ROOT, "tools", "murmur-launch")
 sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(ROOT, "tools"))
 from murmur_cluster import slurm_conf  # noqa: E402
-from launch_util import (ENDLESS, Checks, Launched, environ_of, free_port, peers_of, result,  # noqa: E402
-                         ring_config, small_sweep, small_sweep_rows, wait_gone, wait_training)
+from launch_util import (LONG_RUN, Checks, Launched, environ_of, excerpt, free_port, peers_of, print_logs,  # noqa: E402
+                         result, ring_config, small_sweep, small_sweep_rows, wait_gone, wait_training)
 
 CONFIG = ring_config("slurm")
 DAEMONS = ("/usr/sbin/munged", "/usr/sbin/slurmctld", "/usr/sbin/slurmd")
@@ -140,7 +140,7 @@ def run_all(d, cluster, peer):
     t0 = time.time()
     text = salloc(cluster, 4, base + ["-n", "4", "--out", out]).finish()
     summary = os.path.join(out, "summary.json")
-    if check(os.path.exists(summary), f"salloc -n 4: no summary.json:\n{text[-3000:]}"):
+    if check(os.path.exists(summary), f"salloc -n 4: no summary.json:\n{excerpt(text)}"):
         with open(summary) as f:
             s = json.load(f)
         check(len(s["peers"]) == 4 and "average_model" in s and not any(p.get("failed") for p in s["peers"]),
@@ -151,15 +151,15 @@ def run_all(d, cluster, peer):
     out = os.path.join(d, "two")
     text = salloc(cluster, 2, base + ["--out", out]).finish()
     ok = os.path.exists(os.path.join(out, "summary.json"))
-    if check(ok, f"salloc -n 2 without -n: no summary.json:\n{text[-3000:]}"):
+    if check(ok, f"salloc -n 2 without -n: no summary.json:\n{excerpt(text)}"):
         with open(os.path.join(out, "summary.json")) as f:
             check(json.load(f)["world_size"] == 2, "salloc -n 2: the world is not 2")
     out = os.path.join(d, "too-many")
     text = salloc(cluster, 2, base + ["-n", "4", "--out", out]).finish()
     check("-n 4" in text and "2 tasks" in text and not os.path.exists(os.path.join(out, "rank0")),
-          f"-n 4 in an allocation of 2:\n{text[-3000:]}")
+          f"-n 4 in an allocation of 2:\n{excerpt(text)}")
 
-    long_run = ["-n", "4", "--set", f"train.max_steps={ENDLESS}"]
+    long_run = ["-n", "4"] + LONG_RUN
     # 3. Ctrl-C.
     out = os.path.join(d, "interrupt")
     p = salloc(cluster, 4, base + long_run + ["--out", out])
@@ -173,7 +173,7 @@ def run_all(d, cluster, peer):
             res = result(out, r)
             ckpts = glob.glob(os.path.join(out, f"rank{r}", "ckpt-*.safetensors"))
             check(res and res["stopped_early"] and ckpts, f"interrupt: rank {r} did not stop with a checkpoint "
-                  f"(result {res}, {len(ckpts)} checkpoints)\n{text[-3000:]}")
+                  f"(result {res}, {len(ckpts)} checkpoints)\n{excerpt(text)}")
         check("every peer wrote a checkpoint" in text, f"interrupt: the launcher said:\n{said(text)}")
     else:
         p.kill()
@@ -189,7 +189,7 @@ def run_all(d, cluster, peer):
         text = p.finish()
         check("peer 2 on " in text and "exited with signal SIGKILL; stopping the others" in text and
               text.count("stopping the others") == 1,
-              f"killed: the launcher named another peer:\n{text[-3000:]}")
+              f"killed: the launcher named another peer:\n{excerpt(text)}")
         check(wait_gone(out, 30), "killed: the others still running")
         try:
             with open(os.path.join(out, "summary.json")) as f:
@@ -198,7 +198,7 @@ def run_all(d, cluster, peer):
             failed = [(q["rank"], q.get("exit")) for q in s["peers"] if q.get("failed")]
             check((2, -9) in failed and all(code in (1, 143) for rank, code in failed if rank != 2),
                   f"killed: summary.json's failed peers (rank, exit) {failed}, want (2, -9) and no other "
-                  f"killed\n{text[-3000:]}")
+                  f"killed\n{excerpt(text)}")
         except (OSError, ValueError) as e:
             check(False, f"killed: summary.json: {e}")
     else:
@@ -272,6 +272,8 @@ def main():
             else:
                 run_all(d, cluster, peer)
         finally:
+            if check.failures:
+                print_logs(os.path.join(d, "log", "*"))
             cluster.stop()
     return check.result()
 

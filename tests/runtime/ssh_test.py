@@ -31,7 +31,7 @@ SECRET = "5ec7e7" * 8
 sys.path.insert(0, os.path.join(ROOT, "tools"))
 sys.path.insert(0, HERE)
 import murmur_ssh  # noqa: E402
-from launch_util import (ENDLESS, Checks, Launched, environ_of, free_port, peers_of, result,  # noqa: E402
+from launch_util import (LONG_RUN, Checks, Launched, environ_of, excerpt, free_port, peers_of, result,  # noqa: E402
                          ring_config, wait_gone, wait_training)
 
 CONFIG = ring_config("ssh")
@@ -179,10 +179,10 @@ def run_all(d, sshd, peer):
             leaked = leaked or secret_on_a_command_line()
             time.sleep(0.05)
         text = p.finish()
-        ok = check(p.returncode == 0, f"{backend}: launcher exited {p.returncode}:\n{text[-3000:]}")
+        ok = check(p.returncode == 0, f"{backend}: launcher exited {p.returncode}:\n{excerpt(text)}")
         for r in range(4):
             check(f"rank {r}: {backend} transport on 127.0.0.1 (interface lo ($MURMUR_SOCKET_IFNAME))" in text,
-                  f"{backend}: rank {r} did not say it listens on lo's address:\n{text[-3000:]}")
+                  f"{backend}: rank {r} did not say it listens on lo's address:\n{excerpt(text)}")
         summary = os.path.join(out, "summary.json")
         if ok and check(os.path.exists(summary), f"{backend}: no summary.json"):
             with open(summary) as f:
@@ -204,7 +204,7 @@ def run_all(d, sshd, peer):
                 check("SSH_CONNECTION" in e, f"rank {r} did not run under sshd")
 
     # 2 and 3. The launcher killed, or interrupted: every remote peer checkpoints and stops.
-    long_run = ssh + ["--set", f"train.max_steps={ENDLESS}"]
+    long_run = ssh + LONG_RUN
     for how in (signal.SIGKILL, signal.SIGINT):
         name = signal.Signals(how).name
         p, out = launch(d, f"stop-{name}", peer, hostfile, long_run)
@@ -215,12 +215,12 @@ def run_all(d, sshd, peer):
         check(len(peers_of(out)) == 4, f"{name}: {len(peers_of(out))} peers running, want 4")
         if p.poll() is not None:
             text = p.finish()
-            check(False, f"{name}: the launcher ended by itself, code {p.returncode}:\n{text[-3000:]}")
+            check(False, f"{name}: the launcher ended by itself, code {p.returncode}:\n{excerpt(text)}")
             continue
         os.kill(p.pid, how)
         gone = wait_gone(out, 30)
         text = p.finish(60)
-        check(gone, f"{name}: remote peers still running 30 s after the launcher's {name}:\n{text[-3000:]}")
+        check(gone, f"{name}: remote peers still running 30 s after the launcher's {name}:\n{excerpt(text)}")
         for r in range(4):
             ckpts = glob.glob(os.path.join(out, f"rank{r}", "ckpt-*.safetensors"))
             res = result(out, r)
@@ -229,16 +229,16 @@ def run_all(d, sshd, peer):
         if how == signal.SIGINT:
             check(p.returncode == 128 + signal.SIGINT and "interrupted" in text and
                   text.count("checkpoint written") == 4 and "every peer wrote a checkpoint" in text,
-                  f"SIGINT: launcher exited {p.returncode}:\n{text[-3000:]}")
+                  f"SIGINT: launcher exited {p.returncode}:\n{excerpt(text)}")
 
     # 4. A host ssh cannot reach.
     gone = os.path.join(d, "hosts-gone")
     with open(gone, "w") as f:
         f.write("node-a slots=3\nnode-gone\n")
-    p, out = launch(d, "gone", peer, gone, ssh + ["--set", f"train.max_steps={ENDLESS}"])
+    p, out = launch(d, "gone", peer, gone, ssh + LONG_RUN)
     text = p.finish(120)
     check(p.returncode not in (0, None) and "peer 3 on node-gone exited with code 255 (ssh failed" in text,
-          f"unreachable host: code {p.returncode}:\n{text[-3000:]}")
+          f"unreachable host: code {p.returncode}:\n{excerpt(text)}")
     check(wait_gone(out, 30), "unreachable host: the other peers were left running")
 
     # 5. -x of an unset variable.
