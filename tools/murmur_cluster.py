@@ -263,12 +263,13 @@ class Supervisor:
             self.state["made_privsep"] = True
         known = []
         with open(self.path("ssh", "sshd_config"), "w") as f:
-            # ClientAlive*: a session whose client has gone quiet (a cut link) ends in about 6 s,
-            # which closes a remote peer's lifeline (murmur_ssh): it checkpoints and stops.
+            # ClientAlive*: a session whose client has gone quiet (a cut link) ends in about 15 s,
+            # which closes a remote peer's lifeline (murmur_ssh): it checkpoints and stops. (At
+            # 6 s, sessions were dropped on a live link while busy peers had both cores.)
             f.write(f"Port 22\nAuthorizedKeysFile {self.path('ssh', 'authorized_keys')}\nStrictModes no\n"
                     "PasswordAuthentication no\nKbdInteractiveAuthentication no\nUsePAM no\n"
-                    "PermitRootLogin prohibit-password\nLogLevel ERROR\nMaxStartups 64\n"
-                    "ClientAliveInterval 2\nClientAliveCountMax 3\nAcceptEnv no\n")
+                    "PermitRootLogin prohibit-password\nLogLevel INFO\nMaxStartups 64\n"
+                    "ClientAliveInterval 3\nClientAliveCountMax 5\nAcceptEnv no\n")
         for name in self.state["nodes"]:
             host_key = self.path("ssh", f"host_key-{name}")
             subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", name, "-f", host_key], check=True)
@@ -278,11 +279,11 @@ class Supervisor:
             f.writelines(known)
         self.state["ssh_config"] = self.path("ssh", "config")
         with open(self.state["ssh_config"], "w") as f:
-            # ServerAlive*: ssh gives up on a host it has not heard from in about 6 s (a cut link):
-            # the launcher then names that peer instead of waiting for ever.
+            # ServerAlive*: ssh gives up on a host it has not heard from in about 15 s (a cut
+            # link): the launcher then names that peer instead of waiting for ever.
             f.write(f"Host {CONTROLLER} node*\n  User root\n  IdentityFile {key}\n  IdentitiesOnly yes\n"
                     f"  UserKnownHostsFile {self.path('ssh', 'known_hosts')}\n  StrictHostKeyChecking yes\n"
-                    "  BatchMode yes\n  ConnectTimeout 20\n  ServerAliveInterval 2\n  ServerAliveCountMax 3\n"
+                    "  BatchMode yes\n  ConnectTimeout 20\n  ServerAliveInterval 3\n  ServerAliveCountMax 5\n"
                     "  LogLevel ERROR\n")
 
     def start_ssh(self):
