@@ -3,7 +3,9 @@
 host's slots in order (a plain list is round robin), local rank and size counted per host with
 every loopback name one host, and a bad line refused by murmur-launch before anything starts,
 naming the file and line. (Before: slots= was ignored, and localhost and 127.0.0.1 were two
-hosts, so the peers on them each took half the cores they had.) Python standard library only.
+hosts, so the peers on them each took half the cores they had.) And a launch whose peers all
+fail before they start names them and says rank 0 never started (before: murmur-peer's
+"config.yaml: cannot open config", from the summary it was asked for). Python standard library only.
 """
 import os
 import subprocess
@@ -79,6 +81,22 @@ with tempfile.TemporaryDirectory() as d:
                        capture_output=True, text=True, timeout=120)
     if r.returncode == 0 or f"{path}:2: slots=two" not in r.stderr + r.stdout:
         failures.append(f"murmur-launch with a bad hostfile: code {r.returncode}, {r.stderr + r.stdout!r}")
+
+    # Peers that fail before they start (a wrapper that resolves the config, then exits 3).
+    real = sys.argv[sys.argv.index("--peer") + 1]
+    failing = write(d, "failing-peer", f"""#!/bin/sh
+case " $* " in *" --print-config "*) exec {real} "$@";; esac
+echo "failing-peer: cannot start" >&2; exit 3
+""")
+    os.chmod(failing, 0o755)
+    config = write(d, "c.yaml", "run: {name: fail}\nmodel: {name: mlp, hidden: [8]}\n"
+                   "data: {name: synthetic, synthetic: {train_size: 64, test_size: 32}}\n")
+    r = subprocess.run([os.path.join(ROOT, "tools", "murmur-launch"), "-n", "2", config, "--peer", failing,
+                        "--out", os.path.join(d, "failed")], capture_output=True, text=True, timeout=120)
+    said = r.stderr + r.stdout
+    if (r.returncode == 0 or "peer 0 exited with code 3" not in said or "rank 0 never started" not in said
+            or "cannot open config" in said):
+        failures.append(f"murmur-launch with peers that fail at start: code {r.returncode}, {said!r}")
 
 for f in failures:
     print("FAILED:", f)
