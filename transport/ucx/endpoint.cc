@@ -3,7 +3,6 @@
 #include "transport/ucx/transport.h"
 
 #include <algorithm>
-#include <thread>
 #include <utility>
 
 #include <fmt/format.h>
@@ -334,18 +333,6 @@ bool Transport::test(Request& request) {
   if (!op->done.load(std::memory_order_acquire)) return false;
   if (op->error) std::rethrow_exception(op->error);
   return true;
-}
-
-bool Transport::wait(Request& request, Deadline deadline) {
-  // Peers often share cores (several on one machine, or beside other jobs). A wait that only
-  // spins takes the core from the neighbor it waits for, and from the kernel's own network work
-  // (ksoftirqd): with four peers and more on two cores, a 60-step run took 45 s instead of 3,
-  // and sshd sessions beside it went unanswered long enough to be dropped. ofi's wait does the same.
-  for (int idle = 0;; ++idle) {
-    if (test(request)) return true;
-    if (Clock::now() >= deadline) return false;
-    if (idle >= 16) std::this_thread::yield();
-  }
 }
 
 void Transport::cancel(Request& request) {

@@ -67,8 +67,6 @@ class Transport final : public transport::Transport {
   Request put(int peer, const transport::Region& from, ByteRange range,
               std::span<const std::byte> remote_key, std::size_t remote_offset) override;
   bool test(Request& request) override;
-  // Polls as test() does, and yields the core once it has polled a while for nothing.
-  bool wait(Request& request, Deadline deadline) override;
   void cancel(Request& request) override;
   std::optional<Clock::duration> silent_for(int peer) const override {
     return liveness_.silent_for(peer);
