@@ -200,6 +200,12 @@ struct TransportConfig {
   std::vector<std::string> peers;       // static list "host:port", one per rank
   std::string hostfile;                 // or a file with one "host:port" per line
   std::string rendezvous_dir;           // or a shared directory of address files
+  // How ranks meet: "auto" takes the first of peers, hostfile, rendezvous_dir that is set;
+  // "hosts" derives every address from the ordered host list (`hosts`, else $MURMUR_HOSTS, else
+  // Slurm's step) and base_port + local rank: no file, no coordinator (transport/host_list.h).
+  std::string rendezvous = "auto";
+  std::vector<std::string> hosts;       // rendezvous hosts: each rank's host in rank order, "name*N"
+  int base_port = 29700;                // rendezvous hosts: local rank k listens on base_port + k
   int connect_timeout_ms = 30000;
   int recv_timeout_ms = 60000;
   // run.on_peer_failure=continue: a neighbor silent this long (or whose connection closes) is
@@ -226,6 +232,9 @@ void describe(V& v, TransportConfig& c) {
   v("peers", c.peers);
   v("hostfile", c.hostfile);
   v("rendezvous_dir", c.rendezvous_dir);
+  v("rendezvous", c.rendezvous, Registered{});
+  v("hosts", c.hosts);
+  v("base_port", c.base_port, Range{1, 65535});
   v("connect_timeout_ms", c.connect_timeout_ms, Range{1, 1e9});
   v("recv_timeout_ms", c.recv_timeout_ms, Range{1, 1e9});
   v("peer_timeout_ms", c.peer_timeout_ms, Range{1, 1e9});

@@ -95,7 +95,10 @@ void summarize(const std::filesystem::path& run_dir, const std::string& config_f
 // launcher's is). Its id (transport::launch_id) keeps an earlier launch's address files out.
 void use_launch_rendezvous(murmur::ExperimentConfig& config, const std::filesystem::path& run_dir) {
   const auto& t = config.transport;
-  if (config.world.size < 2 || !t.rendezvous_dir.empty() || !t.peers.empty() || !t.hostfile.empty()) return;
+  if (config.world.size < 2 || t.rendezvous == "hosts" || !t.rendezvous_dir.empty() ||
+      !t.peers.empty() || !t.hostfile.empty()) {
+    return;
+  }
   if (const auto id = murmur::transport::launch_id()) {
     config.transport.rendezvous_dir = (run_dir / "rendezvous" / *id).string();
   }

@@ -53,7 +53,8 @@ std::string listing(const std::vector<InterfaceAddress>& interfaces) {
   return out;
 }
 
-// The IPv4 addresses host name `name` resolves to, in getaddrinfo's order.
+}  // namespace
+
 std::vector<std::string> addresses_of(const std::string& name) {
   addrinfo hints{};
   hints.ai_family = AF_INET;
@@ -67,8 +68,6 @@ std::vector<std::string> addresses_of(const std::string& name) {
   freeaddrinfo(found);
   return out;
 }
-
-}  // namespace
 
 std::string host_name() {
   char buf[HOST_NAME_MAX + 1] = {};

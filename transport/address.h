@@ -45,6 +45,9 @@ ChosenAddress choose_listen_address(const TransportConfig& config, int world_siz
                                     const Getenv& getenv);
 ChosenAddress choose_listen_address(const TransportConfig& config, int world_size);  // the process's
 
+// The IPv4 addresses host name `name` resolves to, in getaddrinfo's order; none if it does not.
+std::vector<std::string> addresses_of(const std::string& name);
+
 // This host's name as gethostname() gives it (its UTS namespace's), "?" if it cannot.
 std::string host_name();
 

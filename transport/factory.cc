@@ -35,7 +35,7 @@ std::unique_ptr<Transport> make_transport(const TransportConfig& given, int rank
   const std::string& b = config.backend;
   if (b == "tcp") {
     return std::make_unique<tcp::Transport>(config, rank, world_size,
-                                            make_rendezvous(config, world_size));
+                                            make_rendezvous(config, world_size, rank));
   }
   if (b == "inproc") {
     throw ConfigError("transport.backend: inproc ranks are threads of one process; make them "

@@ -2,15 +2,18 @@
 
 #include <unistd.h>
 
+#include <cstdlib>
 #include <fstream>
 #include <sstream>
 #include <string_view>
 #include <thread>
 
 #include <fmt/format.h>
+#include <spdlog/spdlog.h>
 
 #include "core/error.h"
 #include "transport/address.h"
+#include "transport/host_list.h"
 
 namespace murmur::transport {
 
@@ -116,7 +119,21 @@ std::optional<std::string> MemoryRendezvous::try_lookup(int rank) {
 }
 
 std::shared_ptr<Rendezvous> make_rendezvous(const TransportConfig& config, int world_size,
-                                            const std::string& prefix) {
+                                            int rank, const std::string& prefix) {
+  if (config.rendezvous == "hosts") {
+    const HostList hosts = resolve_host_list(config, world_size, rank,
+                                             [](const char* n) { return std::getenv(n); },
+                                             scontrol_hostnames);
+    // transport.host is concrete here (the factory chose it): a loopback name stands for it.
+    const std::string here = config.host == "auto" ? "127.0.0.1" : config.host;
+    std::vector<std::string> addresses =
+        host_list_addresses(hosts, config.base_port, addresses_of, host_name(), here);
+    if (rank >= 0 && rank < world_size) {
+      spdlog::info("rank {}: listens on {} (transport.rendezvous: hosts, from {})", rank,
+                   addresses[static_cast<std::size_t>(rank)], hosts.source);
+    }
+    return std::make_shared<StaticRendezvous>(std::move(addresses));
+  }
   std::vector<std::string> list = config.peers;
   const char* key = "transport.peers";
   if (list.empty() && !config.hostfile.empty()) {
@@ -134,8 +151,8 @@ std::shared_ptr<Rendezvous> make_rendezvous(const TransportConfig& config, int w
     return std::make_shared<DirectoryRendezvous>(config.rendezvous_dir, prefix);
   }
   throw ConfigError(
-      "transport: no way to find peers: set transport.peers, transport.hostfile or "
-      "transport.rendezvous_dir");
+      "transport: no way to find peers: set transport.peers, transport.hostfile, "
+      "transport.rendezvous_dir, or transport.rendezvous: hosts");
 }
 
 }  // namespace murmur::transport

@@ -87,10 +87,12 @@ class MemoryRendezvous : public Rendezvous {
   std::map<int, std::string> addresses_;
 };
 
-// The rendezvous the config asks for: peers, else hostfile, else rendezvous_dir (with `prefix`
-// before the file names, so two transports may share one directory). Throws ConfigError if none
-// is set or a static list does not have one address per rank.
+// The rendezvous the config asks for: transport.rendezvous: hosts (transport/host_list.h: a
+// static list derived by every rank alike; `rank` checks Slurm's placement), else peers, else
+// hostfile, else rendezvous_dir (with `prefix` before the file names, so two transports may
+// share one directory). Throws ConfigError if none is set or a static list does not have one
+// address per rank.
 std::shared_ptr<Rendezvous> make_rendezvous(const TransportConfig& config, int world_size,
-                                            const std::string& prefix = "");
+                                            int rank = -1, const std::string& prefix = "");
 
 }  // namespace murmur::transport

@@ -84,16 +84,11 @@ WorldInfo resolve_world(const WorldConfig& config) {
   return resolve_world(config, process_env);
 }
 
-namespace {
-
-// The count of tasks on node `node` in Slurm's compressed list ("2(x3),1").
-int slurm_tasks_on(std::string_view list, int node) {
+std::vector<int> slurm_tasks_per_node(std::string_view list, std::string_view variable) {
   auto bad = [&] {
-    return ConfigError(fmt::format("$SLURM_TASKS_PER_NODE={}: not a list of counts such as "
-                                   "'2(x3),1'", list));
+    return ConfigError(fmt::format("${}={}: not a list of counts such as '2(x3),1'", variable, list));
   };
-  std::vector<std::pair<int, int>> entries;  // (tasks, nodes)
-  int first = 0;                             // the first node of the entry being read
+  std::vector<int> counts;
   std::size_t at = 0;
   while (at <= list.size()) {
     const std::size_t comma = std::min(list.find(',', at), list.size());
@@ -108,16 +103,22 @@ int slurm_tasks_on(std::string_view list, int node) {
       auto [tend, tec] = std::from_chars(times.data(), times.data() + times.size(), repeat);
       if (tec != std::errc() || tend != times.data() + times.size() || repeat < 1) throw bad();
     }
-    entries.emplace_back(count, repeat);
+    if (counts.size() + static_cast<std::size_t>(repeat) > (std::size_t{1} << 20)) throw bad();
+    counts.insert(counts.end(), static_cast<std::size_t>(repeat), count);
     at = comma + 1;
   }
+  return counts;
+}
+
+namespace {
+
+// The count of tasks on node `node` in Slurm's compressed list ("2(x3),1").
+int slurm_tasks_on(std::string_view list, int node) {
   // The whole list is checked before it is read: a bad entry past this node is still an error.
-  for (auto [count, repeat] : entries) {
-    if (node < first + repeat) return count;
-    first += repeat;
-  }
+  const std::vector<int> counts = slurm_tasks_per_node(list, "SLURM_TASKS_PER_NODE");
+  if (node < static_cast<int>(counts.size())) return counts[static_cast<std::size_t>(node)];
   throw ConfigError(fmt::format("$SLURM_NODEID={}: past the {} node(s) of "
-                                "$SLURM_TASKS_PER_NODE={}", node, first, list));
+                                "$SLURM_TASKS_PER_NODE={}", node, counts.size(), list));
 }
 
 }  // namespace

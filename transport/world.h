@@ -7,6 +7,8 @@
 #include <functional>
 #include <optional>
 #include <string>
+#include <string_view>
+#include <vector>
 
 #include "core/config.h"
 
@@ -25,6 +27,10 @@ using Getenv = std::function<const char*(const char*)>;
 // integer, if no rank is found for a world of more than one, or if rank >= size.
 WorldInfo resolve_world(const WorldConfig& config, const Getenv& getenv);
 WorldInfo resolve_world(const WorldConfig& config);  // with std::getenv
+
+// Slurm's compressed tasks per node ("2(x3),1") as one count per node ([2, 2, 2, 1]). Throws
+// ConfigError naming `variable` for anything else.
+std::vector<int> slurm_tasks_per_node(std::string_view list, std::string_view variable);
 
 // How many peers share this peer's node (each sizes its thread pools to its share of the cores):
 // $MURMUR_LOCAL_SIZE (murmur-launch sets it), else Open MPI's $OMPI_COMM_WORLD_LOCAL_SIZE, else

@@ -5,7 +5,8 @@ every loopback name one host, and a bad line refused by murmur-launch before any
 naming the file and line. (Before: slots= was ignored, and localhost and 127.0.0.1 were two
 hosts, so the peers on them each took half the cores they had.) And a launch whose peers all
 fail before they start names them and says rank 0 never started (before: murmur-peer's
-"config.yaml: cannot open config", from the summary it was asked for). Python standard library only.
+"config.yaml: cannot open config", from the summary it was asked for). And a launch whose peers
+meet through transport.rendezvous: hosts, with no rendezvous directory. Python standard library only.
 """
 import os
 import subprocess
@@ -97,6 +98,21 @@ echo "failing-peer: cannot start" >&2; exit 3
     if (r.returncode == 0 or "peer 0 exited with code 3" not in said or "rank 0 never started" not in said
             or "cannot open config" in said):
         failures.append(f"murmur-launch with peers that fail at start: code {r.returncode}, {said!r}")
+
+    # transport.rendezvous: hosts: the launcher gives the host list ($MURMUR_HOSTS), the peers
+    # listen on base_port + local rank, and no rendezvous directory is made.
+    base = 20000 + os.getpid() % 20000
+    out = os.path.join(d, "hosts-rdv")
+    r = subprocess.run([os.path.join(ROOT, "tools", "murmur-launch"), "-n", "2", config, "--peer", real,
+                        "--out", out, "--set", "transport.rendezvous=hosts",
+                        "--set", f"transport.base_port={base}", "--set", "train.max_steps=8"],
+                       capture_output=True, text=True, timeout=120)
+    said = r.stderr + r.stdout
+    if (r.returncode != 0 or not os.path.exists(os.path.join(out, "summary.json"))
+            or os.path.exists(os.path.join(out, "rendezvous"))
+            or f"127.0.0.1:{base + 1}" not in said):
+        failures.append(f"murmur-launch with transport.rendezvous=hosts: code {r.returncode}, "
+                        f"{said[-2000:]!r}")
 
 for f in failures:
     print("FAILED:", f)

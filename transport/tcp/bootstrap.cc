@@ -15,7 +15,7 @@ constexpr std::uint64_t kMaxBlob = std::uint64_t{64} << 20;
 }  // namespace
 
 TcpBootstrap::TcpBootstrap(const TransportConfig& config, int rank, int world_size)
-    : TcpBootstrap(config, rank, world_size, make_rendezvous(config, world_size, "bootstrap-")) {}
+    : TcpBootstrap(config, rank, world_size, make_rendezvous(config, world_size, rank, "bootstrap-")) {}
 
 TcpBootstrap::TcpBootstrap(const TransportConfig& config, int rank, int world_size,
                            std::shared_ptr<Rendezvous> rendezvous)
