@@ -38,18 +38,6 @@ std::vector<std::string> split_commas(std::string_view text) {
   return out;
 }
 
-std::optional<int> env_int(const Getenv& getenv, const char* name) {
-  const char* text = getenv(name);
-  if (text == nullptr || *text == '\0') return std::nullopt;
-  int value = -1;
-  const std::string_view s(text);
-  auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), value);
-  if (ec != std::errc() || end != s.data() + s.size() || value < 0) {
-    throw ConfigError(fmt::format("${}={}: not a non-negative integer", name, text));
-  }
-  return value;
-}
-
 const char* first_set(const Getenv& getenv, std::initializer_list<const char*> names,
                       const char** which) {
   for (const char* name : names) {
@@ -63,7 +51,7 @@ const char* first_set(const Getenv& getenv, std::initializer_list<const char*> n
 }
 
 // Slurm's step as a host list: one host per task, the nodes' tasks in blocks.
-HostList from_slurm(int world_size, int rank, const Getenv& getenv, const NodelistExpander& expand) {
+HostList from_slurm(int rank, const Getenv& getenv, const NodelistExpander& expand) {
   const char* list_var = nullptr;
   const char* tasks_var = nullptr;
   const char* nodelist = first_set(getenv, {"SLURM_STEP_NODELIST", "SLURM_JOB_NODELIST"}, &list_var);
@@ -87,8 +75,8 @@ HostList from_slurm(int world_size, int rank, const Getenv& getenv, const Nodeli
   }
   // Block placement is assumed by every rank alike; a cyclic or arbitrary one would give each
   // rank a different, wrong list. This rank's own node and local id tell.
-  const auto node_id = env_int(getenv, "SLURM_NODEID");
-  const auto local_id = env_int(getenv, "SLURM_LOCALID");
+  const auto node_id = read_int(getenv, "SLURM_NODEID");
+  const auto local_id = read_int(getenv, "SLURM_LOCALID");
   if (node_id && local_id && rank >= 0 && rank < static_cast<int>(out.host_of_rank.size())) {
     int first = 0, node = 0;
     while (first + counts[static_cast<std::size_t>(node)] <= rank) first += counts[static_cast<std::size_t>(node++)];
@@ -100,7 +88,6 @@ HostList from_slurm(int world_size, int rank, const Getenv& getenv, const Nodeli
           "transport.rendezvous_dir", rank, *local_id, *node_id, tasks_var, tasks, rank - first, node));
     }
   }
-  (void)world_size;
   return out;
 }
 
@@ -175,7 +162,7 @@ HostList resolve_host_list(const TransportConfig& config, int world_size, int ra
   } else if (const char* env = getenv("MURMUR_HOSTS"); env != nullptr && *env != '\0') {
     out = {expand_host_entries(split_commas(env), "$MURMUR_HOSTS"), "$MURMUR_HOSTS"};
   } else {
-    out = from_slurm(world_size, rank, getenv, expand);
+    out = from_slurm(rank, getenv, expand);
   }
   if (static_cast<int>(out.host_of_rank.size()) != world_size) {
     throw ConfigError(fmt::format("transport.rendezvous: hosts: {} gives {} rank(s), for a world of {}",

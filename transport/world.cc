@@ -28,6 +28,8 @@ constexpr std::array<std::pair<const char*, const char*>, 3> kSources{{
     {"OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE"},
 }};
 
+}  // namespace
+
 std::optional<int> read_int(const Getenv& getenv, const char* name) {
   const char* text = getenv(name);
   if (!text || !*text) return std::nullopt;
@@ -39,8 +41,6 @@ std::optional<int> read_int(const Getenv& getenv, const char* name) {
   }
   return value;
 }
-
-}  // namespace
 
 WorldInfo resolve_world(const WorldConfig& config, const Getenv& getenv) {
   WorldInfo w;

@@ -28,6 +28,10 @@ using Getenv = std::function<const char*(const char*)>;
 WorldInfo resolve_world(const WorldConfig& config, const Getenv& getenv);
 WorldInfo resolve_world(const WorldConfig& config);  // with std::getenv
 
+// The non-negative integer in $`name`; nullopt when unset or empty. Throws ConfigError naming
+// the variable for anything else.
+std::optional<int> read_int(const Getenv& getenv, const char* name);
+
 // Slurm's compressed tasks per node ("2(x3),1") as one count per node ([2, 2, 2, 1]). Throws
 // ConfigError naming `variable` for anything else.
 std::vector<int> slurm_tasks_per_node(std::string_view list, std::string_view variable);
