@@ -9,6 +9,7 @@
 
 #include "optimizers/algorithm.h"
 #include "optimizers/device_arrays.h"
+#include "runtime/result_gather.h"
 #include "topology/mixing.h"
 #include "topology/schedule.h"
 #include "core/error.h"
@@ -225,6 +226,12 @@ FinalAverage Distributed::average(std::span<float> model) {
   float mean_distance = 0;
   device_.download(std::span<float>(&mean_distance, 1), mean.first(1));
   return {static_cast<double>(mean_distance), hood_->ranks(kEnd)};
+}
+
+std::map<int, nlohmann::json> Distributed::gather_results(const std::vector<int>& ranks,
+                                                         const nlohmann::json& mine) {
+  // Host bytes: the real transport, not the staging one.
+  return runtime::gather_results(*backend_, config_.transport, ranks, mine);
 }
 
 }  // namespace murmur::runtime

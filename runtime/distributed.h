@@ -7,10 +7,13 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <span>
 #include <string>
 #include <vector>
+
+#include <nlohmann/json.hpp>
 
 #include "core/config.h"
 #include "device/device.h"
@@ -53,6 +56,10 @@ class Distributed {
   // and returns the consensus distance measured before. Every peer must call it. With continue,
   // the mean is over the ranks still alive (they agree on which).
   FinalAverage average(std::span<float> model);
+
+  // The end of the run, after average(): every rank of `ranks` (average()'s) sends `mine`, its
+  // result.json, to the lowest of them, which gets them all, by rank (result_gather.h).
+  std::map<int, nlohmann::json> gather_results(const std::vector<int>& ranks, const nlohmann::json& mine);
 
   // The step the whole run goes on from: the lowest of every peer's `step` (its checkpoint's,
   // 0 for a fresh start). Peers stopped by one Ctrl-C checkpoint a step or two apart (one that

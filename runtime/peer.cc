@@ -29,6 +29,7 @@
 #include "runtime/distributed.h"
 #include "runtime/evaluate.h"
 #include "runtime/stop_signal.h"
+#include "runtime/summary.h"
 
 namespace murmur::runtime {
 namespace {
@@ -200,6 +201,12 @@ class Trainer {
       result.bytes_received = dist_->bytes_received();
     }
     result.wall_time_s = seconds_since(start);
+    result.evals = evals_;
+    // The lowest averaged rank gets every one's result, for a run directory that is not shared
+    // (not in a simulation: its caller holds every rank's result already).
+    if (dist_ && !final_ranks_.empty() && !options_.transport) {
+      result.gathered = dist_->gather_results(final_ranks_, peer_json(result));
+    }
     return result;
   }
 
@@ -246,11 +253,14 @@ class Trainer {
 
   Evaluation log_eval(Clock::time_point start) {
     last_eval_ = with_model([&] { return on_device_->evaluate(test_, config_.eval.batch_size); });
+    // unix_s: one clock for all peers, for the run's time to accuracy.
+    const EvalPoint point{step_, last_eval_.accuracy, seconds_since(start), unix_seconds(),
+                          dist_ ? dist_->bytes_sent() : 0};
     metrics_.write({{"kind", "eval"}, {"rank", rank_}, {"step", step_}, {"epoch", epoch()},
-                    {"time_s", seconds_since(start)}, {"test_loss", last_eval_.loss},
-                    {"test_accuracy", last_eval_.accuracy},
-                    {"bytes_sent", dist_ ? dist_->bytes_sent() : 0},
-                    {"unix_s", unix_seconds()}});  // one clock for all peers: time to accuracy
+                    {"time_s", point.time_s}, {"test_loss", last_eval_.loss},
+                    {"test_accuracy", last_eval_.accuracy}, {"bytes_sent", point.bytes_sent},
+                    {"unix_s", point.unix_s}});
+    evals_.push_back(point);  // result.json's too, for a run directory this rank cannot share
     if (!options_.interactive) {
       log().info("rank {}: step {} epoch {:.2f}: test accuracy {:.2f}%, loss {:.4f}", rank_,
                  step_, epoch(), 100 * last_eval_.accuracy, last_eval_.loss);
@@ -268,6 +278,7 @@ class Trainer {
     dist_->debiased(params_);
     const FinalAverage avg = dist_->average(params_);
     result.consensus_distance = avg.consensus_distance;
+    final_ranks_ = avg.ranks;
     comm_s_ += seconds_since(t);
     if (!avg.ranks.empty() && rank_ == avg.ranks.front()) {
       const Evaluation e = on_device_->evaluate(test_, config_.eval.batch_size);
@@ -437,6 +448,8 @@ class Trainer {
   double comm_s_ = 0;
   double wait_s_ = 0;
   Evaluation last_eval_;
+  std::vector<EvalPoint> evals_;  // every evaluation of this run, as log_eval wrote it
+  std::vector<int> final_ranks_;  // the final average's ranks, lowest first; empty before it
 };
 
 }  // namespace

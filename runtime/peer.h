@@ -7,9 +7,11 @@
 
 #include <cstdint>
 #include <filesystem>
-
+#include <map>
 #include <memory>
 #include <vector>
+
+#include <nlohmann/json.hpp>
 
 #include "core/config.h"
 #include "nn/dataset.h"
@@ -30,6 +32,16 @@ struct PeerOptions {
   bool install_signal_handlers = true;
   // Called around every local step (fault injection; run_peer adds network.stragglers' own).
   StepHooks hooks;
+};
+
+// One evaluation of a peer's model: an eval line of its metrics.jsonl, an entry of its
+// result.json's "evals".
+struct EvalPoint {
+  std::int64_t step = 0;
+  double accuracy = 0;
+  double time_s = 0;       // since this peer's training started
+  double unix_s = 0;       // the same moment on the system clock, shared by all peers; 0 = absent
+  std::uint64_t bytes_sent = 0;
 };
 
 struct PeerResult {
@@ -53,6 +65,11 @@ struct PeerResult {
   double average_test_loss = 0;
   double consensus_distance = 0;
   double compute_s = 0, comm_s = 0, wait_s = 0;
+  std::vector<EvalPoint> evals;  // this run's evaluations (a resumed run's since the resume)
+  // At the lowest rank of the final average only: every averaged rank's result.json (its own
+  // too), gathered over the transport (result_gather.h); the other ranks, and simulations
+  // (PeerOptions::transport), leave it empty.
+  std::map<int, nlohmann::json> gathered;
 };
 
 // Every check a config can get before a peer starts: core's field and cross-field rules, the

@@ -72,37 +72,59 @@ std::optional<std::string> read_text_if_any(const std::filesystem::path& file) {
 
 }  // namespace
 
+namespace {
+
+// The eval point in `j` (a metrics.jsonl eval line, or an entry of result.json's "evals"), or
+// nullopt when it has no numeric step. Other fields of the wrong type read as absent.
+std::optional<EvalPoint> eval_point(const nlohmann::json& j) {
+  // Compared, not value()d: fields of other types must be skipped, not throw.
+  if (!j.is_object() || !j.contains("step") || !j["step"].is_number()) return std::nullopt;
+  const auto number = [&](const char* key) {
+    const auto it = j.find(key);
+    return it != j.end() && it->is_number() ? it->get<double>() : 0.0;
+  };
+  // Clamped: casting a double out of the integer's range is undefined behavior.
+  const auto clamped = [](double v, double lo, double hi) { return v >= lo ? (v < hi ? v : hi) : lo; };
+  constexpr double kInt64Max = 9.2e18, kUint64Max = 1.8e19;
+  EvalPoint e;
+  e.step = static_cast<std::int64_t>(clamped(number("step"), -kInt64Max, kInt64Max));
+  // A diverged model's accuracy is written as null: it reaches no target.
+  e.accuracy = j.contains("test_accuracy") && j["test_accuracy"].is_number()
+                   ? j["test_accuracy"].get<double>()
+                   : std::numeric_limits<double>::quiet_NaN();
+  e.time_s = number("time_s");
+  e.unix_s = number("unix_s");
+  e.bytes_sent = static_cast<std::uint64_t>(clamped(number("bytes_sent"), 0, kUint64Max));
+  return e;
+}
+
+std::vector<EvalPoint> by_step(const std::map<std::int64_t, EvalPoint>& points) {
+  std::vector<EvalPoint> out;
+  for (const auto& [step, e] : points) out.push_back(e);
+  return out;
+}
+
+}  // namespace
+
 std::vector<EvalPoint> read_eval_points(const std::filesystem::path& metrics_file) {
-  std::map<std::int64_t, EvalPoint> by_step;
+  std::map<std::int64_t, EvalPoint> points;
   std::istringstream in(read_text_if_any(metrics_file).value_or(""));
   for (std::string line; std::getline(in, line);) {
     const nlohmann::json j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
-    // Compared, not value()d: a line of other types must be skipped, not throw.
-    if (!j.is_object() || !j.contains("kind") || j["kind"] != "eval" || !j.contains("step") ||
-        !j["step"].is_number()) {
-      continue;
-    }
-    const auto number = [&](const char* key) {
-      const auto it = j.find(key);
-      return it != j.end() && it->is_number() ? it->get<double>() : 0.0;
-    };
-    // Clamped: casting a double out of the integer's range is undefined behavior.
-    const auto clamped = [](double v, double lo, double hi) { return v >= lo ? (v < hi ? v : hi) : lo; };
-    constexpr double kInt64Max = 9.2e18, kUint64Max = 1.8e19;
-    EvalPoint e;
-    e.step = static_cast<std::int64_t>(clamped(number("step"), -kInt64Max, kInt64Max));
-    // A diverged model's accuracy is written as null: it reaches no target.
-    e.accuracy = j.contains("test_accuracy") && j["test_accuracy"].is_number()
-                     ? j["test_accuracy"].get<double>()
-                     : std::numeric_limits<double>::quiet_NaN();
-    e.time_s = number("time_s");
-    e.unix_s = number("unix_s");
-    e.bytes_sent = static_cast<std::uint64_t>(clamped(number("bytes_sent"), 0, kUint64Max));
-    by_step[e.step] = e;
+    if (!j.is_object() || !j.contains("kind") || j["kind"] != "eval") continue;
+    if (const auto e = eval_point(j)) points[e->step] = *e;
   }
-  std::vector<EvalPoint> out;
-  for (const auto& [step, e] : by_step) out.push_back(e);
-  return out;
+  return by_step(points);
+}
+
+std::vector<EvalPoint> result_eval_points(const nlohmann::json& result) {
+  std::map<std::int64_t, EvalPoint> points;
+  const auto evals = result.find("evals");
+  if (evals == result.end() || !evals->is_array()) return {};
+  for (const auto& j : *evals) {
+    if (const auto e = eval_point(j)) points[e->step] = *e;
+  }
+  return by_step(points);
 }
 
 nlohmann::json time_to_accuracy_json(const TimeToAccuracy& t) {
@@ -132,6 +154,12 @@ nlohmann::json peer_json(const PeerResult& r) {
           {"wait_s", r.wait_s},
           {"consensus_distance", r.consensus_distance}};
   if (!r.backend.empty()) j["backend"] = r.backend;
+  nlohmann::json evals = nlohmann::json::array();
+  for (const EvalPoint& e : r.evals) {
+    evals.push_back({{"step", e.step}, {"test_accuracy", e.accuracy}, {"time_s", e.time_s},
+                     {"unix_s", e.unix_s}, {"bytes_sent", e.bytes_sent}});
+  }
+  j["evals"] = std::move(evals);
   if (r.has_average) {
     j["average_model"] = {{"test_accuracy", r.average_test_accuracy},
                           {"test_loss", r.average_test_loss},
@@ -154,6 +182,7 @@ bool well_typed(const nlohmann::json& r) {
   }
   if (r.contains("stopped_early") && !r["stopped_early"].is_boolean()) return false;
   if (r.contains("backend") && !r["backend"].is_string()) return false;
+  if (r.contains("evals") && !r["evals"].is_array()) return false;
   if (r.contains("average_model")) {
     const nlohmann::json& a = r["average_model"];
     if (!a.is_object()) return false;
@@ -203,6 +232,7 @@ nlohmann::json make_summary(const ExperimentConfig& config, const std::vector<nl
       }
       p.erase(it);
     }
+    p.erase("evals");  // the summary's time_to_accuracy stands for them
     list.push_back(std::move(p));
   }
   nlohmann::json summary = {{"world_size", config.world.size},
@@ -221,10 +251,11 @@ nlohmann::json summarize_run(const std::filesystem::path& run_dir, const Experim
                              std::optional<double> target) {
   const int n = config.world.size;
   std::vector<nlohmann::json> peers;
+  std::vector<std::optional<nlohmann::json>> results;
   for (int r = 0; r < n; ++r) {
-    std::optional<nlohmann::json> result = read_peer_result(run_dir, r);
+    const std::optional<nlohmann::json>& result = results.emplace_back(read_peer_result(run_dir, r));
     if (result) {
-      peers.push_back(std::move(*result));
+      peers.push_back(*result);
       continue;
     }
     const auto code = exit_codes.find(r);
@@ -236,9 +267,15 @@ nlohmann::json summarize_run(const std::filesystem::path& run_dir, const Experim
   const double t = target.value_or(config.eval.target_accuracy);
   if (t > 0) {
     // Every rank of the world, failed ones too: a rank that never evaluated reaches nothing.
+    // A rank's metrics.jsonl where it is here, else the evaluations its result.json carries
+    // (a rank that ran on a node of its own, its results gathered over the transport).
     std::vector<std::vector<EvalPoint>> per_rank;
     for (int r = 0; r < n; ++r) {
-      per_rank.push_back(read_eval_points(run_dir / fmt::format("rank{}", r) / "metrics.jsonl"));
+      std::vector<EvalPoint> points = read_eval_points(run_dir / fmt::format("rank{}", r) / "metrics.jsonl");
+      if (points.empty() && results[static_cast<std::size_t>(r)]) {
+        points = result_eval_points(*results[static_cast<std::size_t>(r)]);
+      }
+      per_rank.push_back(std::move(points));
     }
     summary["time_to_accuracy"] = time_to_accuracy_json(time_to_accuracy(per_rank, t));
   }

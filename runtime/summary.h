@@ -19,15 +19,6 @@
 
 namespace murmur::runtime {
 
-// One eval line of a peer's metrics.jsonl.
-struct EvalPoint {
-  std::int64_t step = 0;
-  double accuracy = 0;
-  double time_s = 0;       // since this peer's training started
-  double unix_s = 0;       // the same moment on the system clock, shared by all peers; 0 = absent
-  std::uint64_t bytes_sent = 0;
-};
-
 // Where the slowest peer first reached the target: at the first evaluation step present on every
 // rank whose MIN accuracy over the ranks is >= target (a diverged rank, NaN, reaches nothing).
 // time_s is from the earliest peer's training start to the last peer's evaluation at that step
@@ -46,6 +37,8 @@ TimeToAccuracy time_to_accuracy(const std::vector<std::vector<EvalPoint>>& per_r
 // The eval lines of one metrics.jsonl, by step (a resumed run's repeated step: the last wins).
 // A missing file gives none; lines cut by a kill, or without a step, are skipped.
 std::vector<EvalPoint> read_eval_points(const std::filesystem::path& metrics_file);
+// The "evals" of a result.json (peer_json's), by step; malformed entries are skipped.
+std::vector<EvalPoint> result_eval_points(const nlohmann::json& result);
 // {"target", "step", "time_s", "bytes_sent", "accuracy"}, the last four null when not reached.
 nlohmann::json time_to_accuracy_json(const TimeToAccuracy& t);
 
@@ -65,7 +58,8 @@ nlohmann::json make_summary(const ExperimentConfig& config, const std::vector<nl
 // summary.json of the run in run_dir: every rank r < config.world.size from rank<r>/result.json,
 // a rank without a valid one as {"rank": r, "failed": true, "exit": exit_codes[r] or null}; and,
 // when `target` (else eval.target_accuracy) is > 0, time_to_accuracy over every rank's
-// rank<r>/metrics.jsonl. `target` changes that field only, not the config written.
+// rank<r>/metrics.jsonl (where it is missing or has no evaluations: its result.json's "evals",
+// as the gatherer of a run without a shared directory writes them). `target` changes that field only, not the config written.
 nlohmann::json summarize_run(const std::filesystem::path& run_dir, const ExperimentConfig& config,
                              double wall_time_s, const std::map<int, int>& exit_codes,
                              std::optional<double> target = std::nullopt);

@@ -104,8 +104,9 @@ void use_launch_rendezvous(murmur::ExperimentConfig& config, const std::filesyst
   }
 }
 
-// The peers that took part in the final average write their result.json right after it: waits
-// (a bounded while) until each has, so that summary.json holds them all.
+// The peers of the final average whose results did not come over the transport may still write
+// their result.json into a shared run directory: waits (a bounded while) until each has, so that
+// summary.json holds them all.
 void wait_for_results(const std::filesystem::path& run_dir, const std::vector<int>& ranks) {
   const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(30);
   for (const int r : ranks) {
@@ -216,11 +217,24 @@ int main(int argc, char** argv) {
     murmur::runtime::PeerResult result = murmur::runtime::run_peer(config, options);
     const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     murmur::runtime::write_json(result_file, murmur::runtime::peer_json(result));
+    // The lowest averaged rank got every rank's result over the transport: written here too, so
+    // that a run directory that is not shared holds the whole run where this rank ran (where it
+    // is shared, each is the same text its own rank writes).
+    std::vector<int> missing;
+    for (const int r : result.average_ranks) {
+      const auto it = result.gathered.find(r);
+      if (it == result.gathered.end()) {
+        missing.push_back(r);
+      } else if (r != config.world.rank) {
+        std::filesystem::create_directories(options.out / fmt::format("rank{}", r));
+        murmur::runtime::write_json(options.out / fmt::format("rank{}", r) / "result.json", it->second);
+      }
+    }
     // A lone peer, or the one that evaluated the average model of a run that mpirun or srun
     // started without murmur-launch (which writes the summary itself, with the exit codes).
     const bool by_launcher = std::getenv("MURMUR_LAUNCHER") != nullptr;
     if (config.world.size == 1 || (result.has_average && !by_launcher)) {
-      wait_for_results(options.out, result.average_ranks);
+      wait_for_results(options.out, missing);
       murmur::runtime::write_summary(options.out, murmur::runtime::summarize_run(options.out, config, wall, {}));
       std::fprintf(stderr, "murmur-peer: results in %s (summary.json, rank<r>/metrics.jsonl, rank<r>/final.safetensors)\n",
                    options.out.c_str());

@@ -31,8 +31,9 @@ void write_text(const std::filesystem::path& file, const std::string& text) {
 
 // rank<r>/result.json as a peer writes it, optionally with the average it evaluated.
 void write_result(const std::filesystem::path& run, int rank, std::vector<int> average_ranks = {},
-                  double average_accuracy = 0) {
+                  double average_accuracy = 0, std::vector<EvalPoint> evals = {}) {
   murmur::runtime::PeerResult r;
+  r.evals = std::move(evals);
   r.rank = rank;
   r.steps = 96;
   r.test_accuracy = 0.5 + 0.01 * rank;
@@ -134,6 +135,38 @@ TEST_CASE("summary: time_to_accuracy from the metrics files, only with a target"
   // A rank of the world that never evaluated reaches nothing.
   const auto three = summarize_run(dir.path(), config_of(3, 0.85), 30.0, {});
   CHECK(three["time_to_accuracy"]["step"].is_null());
+}
+
+TEST_CASE("summary: a rank without its metrics file here is timed from its result.json's evals", "[summary]") {
+  // Rank 1 ran on a node of its own: its result came over the transport, its metrics.jsonl
+  // stayed there. Rank 0's metrics file is here and wins over the evals of its result.
+  murmur::testing::TempDir dir;
+  const auto ranks = two_ranks();
+  write_result(dir.path(), 0, {0, 1}, 0.9, {{100, 0.1, 10.0, 1010.0, 1}});
+  write_metrics(dir.path(), 0);
+  write_result(dir.path(), 1, {}, 0, ranks[1]);
+  const auto summary = summarize_run(dir.path(), config_of(2, 0.83), 30.0, {});
+  // Rank 0 (metrics): 0.9 at step 200; rank 1 (evals): 0.84 at step 200. From rank 0's evals
+  // instead, step 200 would be missing and the target never reached.
+  CHECK(summary["time_to_accuracy"]["step"] == 200);
+  CHECK(summary["time_to_accuracy"]["bytes_sent"] == 2000 + 2500);
+  for (const auto& p : summary["peers"]) CHECK_FALSE(p.contains("evals"));
+
+  // The evals round-trip through result.json; a malformed entry is skipped, not fatal.
+  const auto result = murmur::runtime::read_peer_result(dir.path(), 1);
+  REQUIRE(result);
+  const auto points = murmur::runtime::result_eval_points(*result);
+  REQUIRE(points.size() == 3);
+  CHECK(points[2].step == 300);
+  CHECK(points[2].accuracy == Approx(0.88));
+  CHECK(points[2].unix_s == Approx(1030.5));
+  CHECK(points[2].bytes_sent == 3500);
+  nlohmann::json odd = *result;
+  odd["evals"].push_back({{"step", "late"}});
+  odd["evals"].push_back(7);
+  CHECK(murmur::runtime::result_eval_points(odd).size() == 3);
+  odd["evals"] = "none";
+  CHECK(murmur::runtime::result_eval_points(odd).empty());
 }
 
 TEST_CASE("summary: the average model is the one over the most ranks", "[summary]") {
