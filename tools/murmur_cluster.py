@@ -13,6 +13,9 @@ How a node is made, and why so:
   /sys/fs/cgroup").
 - The filesystem is shared, as a cluster's home or scratch filesystem is: the cluster's
   directory holds slurm.conf, the munge key and socket, the ssh keys, the hostfile and the logs.
+  All but one directory, D/node-local, which each host's holder bind-mounts from a directory
+  of its own (D/local/<host>), as a node's local disk (/tmp, /scratch) is: a run written there
+  is split across the nodes, as on a cluster without a shared filesystem.
 - A supervisor process (`murmur-cluster serve`, in its own session) makes all of it, then waits;
   SIGTERM, SIGINT or SIGHUP make it stop every daemon it started (by pid) and delete the
   namespaces, which kills whatever still runs inside (peers, slurmstepd). The namespaces carry its
@@ -190,8 +193,11 @@ class Supervisor:
     def up(self):
         for sub in ("ssh", "slurm"):  # a former cluster's keys and Slurm state: this one makes its own
             shutil.rmtree(self.path(sub), ignore_errors=True)
-        for sub in ("log", "ssh", "slurm", os.path.join("slurm", "state"), os.path.join("slurm", "spool")):
+        shutil.rmtree(self.path("local"), ignore_errors=True)  # a former cluster's node-local files
+        for sub in ("log", "ssh", "slurm", os.path.join("slurm", "state"), os.path.join("slurm", "spool"),
+                    "node-local"):
             os.makedirs(self.path(sub), exist_ok=True)
+        self.state["node_local"] = self.path("node-local")
         self.save()
         self.net = Network(self.n, tag=f"{os.getpid()}-c", **self.shape)
         self.net.up()
@@ -230,12 +236,14 @@ class Supervisor:
     def holder(self, name, ns):
         """The process whose namespaces are host `name`'s: its network namespace `ns`, its own
         hostname, the cluster's /etc/hosts, and its ssh client config as /etc/ssh/ssh_config (so
-        that a plain `ssh node1` works on every node, as on a cluster)."""
+        that a plain `ssh node1` works on every node, as on a cluster), and its own D/node-local."""
+        local = self.path("local", name)
+        os.makedirs(local, exist_ok=True)
         script = (f'hostname {name} && mount --bind "$0" /etc/hosts && mount --bind "$1" /etc/ssh/ssh_config && '
-                  'echo ready && exec sleep infinity')
+                  'mount --bind "$2" "$3" && echo ready && exec sleep infinity')
         p = subprocess.Popen(["nsenter", f"--net=/run/netns/{ns}", "--", "unshare", "--uts", "--mount",
                               "--propagation", "private", "--", "sh", "-c", script, self.path("hosts"),
-                              self.state["ssh_config"]],
+                              self.state["ssh_config"], local, self.state["node_local"]],
                              stdout=subprocess.PIPE, stderr=self.log(f"holder-{name}.log"), text=True,
                              start_new_session=True)
         self.holders[name] = p

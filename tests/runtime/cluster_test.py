@@ -14,13 +14,18 @@ sshd and slurmd; slurmctld and munged run on the controller host.
 3. `salloc -N 2 -n 4 murmur-launch CONFIG --slurm` (SGP), an sbatch script with -N 2, and
    `murmur-sweep SWEEP --slurm --sbatch-args "-N 2"` for a 2-point sweep: summary.json each,
    and a summary.csv with both points.
-4. node1's link cut mid-run under run.on_peer_failure: continue: node0's peers finish every
+4. A run directory on each node's own disk (D/node-local), with transport.rendezvous: hosts
+   (no directory at all): under --hostfile and under salloc -N 2 --slurm, node0's directory
+   holds every rank's result.json and a summary.json with no rank failed and a time to accuracy
+   (node1's ranks' results, eval points included, came over the transport); node1's holds its
+   ranks' own files and no summary.
+5. node1's link cut mid-run under run.on_peer_failure: continue: node0's peers finish every
    step and write their results; the launcher names the peers on node1 and exits.
-5. `down`: every daemon the cluster started is gone, and so are its namespaces; the host's
+6. `down`: every daemon the cluster started is gone, and so are its namespaces; the host's
    hostname and /etc/hosts are as before. Then `up` again and its supervisor SIGKILLed: its
    namespaces, and the daemons inside, are gone within seconds all the same (the reaper), and
    `down` removes what is left of its state.
-6. `run -N 1 -- sleep 120` interrupted (SIGINT to its process group): the cluster goes, and run
+7. `run -N 1 -- sleep 120` interrupted (SIGINT to its process group): the cluster goes, and run
    exits 130.
 """
 import glob
@@ -162,6 +167,35 @@ def slurm_runs(tool, d, peer, config):
           f"murmur-sweep --report after --slurm -N 2: rows {rows}: {text[-2000:]}")
 
 
+def node_local_runs(tool, state, peer, config):
+    """The run directory on each node's own disk, the ranks met by their host list alone."""
+    local = {node: os.path.join(state["dir"], "local", node) for node in ("node0", "node1")}
+    overrides = ["--set", "transport.rendezvous=hosts", "--set", "eval.target_accuracy=0.05"]
+    hostfile = [LAUNCH, "-n", "4", config, "--hostfile", state["hostfile"]]
+    slurm = ["salloc", "-N", "2", "-n", "4", "--quiet", LAUNCH, "-n", "4", config, "--slurm"]
+    for what, argv in (("--hostfile", hostfile), ("salloc -N 2 --slurm", slurm)):
+        name = "local-slurm" if "--slurm" in argv else "local-hostfile"
+        t0 = time.time()
+        text = tool.on("node0", argv + ["--peer", peer, "--out", os.path.join(state["node_local"], name)]
+                       + overrides).finish()
+        mine, theirs = os.path.join(local["node0"], name), os.path.join(local["node1"], name)
+        what = f"node-local run directories, {what}"
+        check("(transport.rendezvous: hosts" in text, f"{what}: the ranks did not meet by their host list:\n"
+              f"{excerpt(text)}")
+        if summary_ok(mine, what, text):
+            with open(os.path.join(mine, "summary.json")) as f:
+                s = json.load(f)
+            check(s.get("time_to_accuracy", {}).get("step") is not None,
+                  f"{what}: no time to accuracy from node1's eval points: {s.get('time_to_accuracy')}")
+        check(all(result(mine, r) for r in range(4)), f"{what}: node0 lacks a result.json: "
+              f"{sorted(os.listdir(mine)) if os.path.isdir(mine) else 'no directory'}")
+        check(not os.path.exists(os.path.join(mine, "rank2", "metrics.jsonl")) and
+              os.path.exists(os.path.join(theirs, "rank2", "metrics.jsonl")) and
+              not os.path.exists(os.path.join(theirs, "summary.json")),
+              f"{what}: the directories are not each node's own")
+        print(f"cluster_test: {what}: {time.time() - t0:.1f} s", flush=True)
+
+
 def cut_link(tool, d, peer, config):
     """node1's link cut while the 4 peers train: node0's two finish as a pair."""
     out, steps = os.path.join(d, "cut"), 4000
@@ -227,7 +261,7 @@ def interrupted_run(tool):
           f"run interrupted: exit {p.returncode}, left {left}:\n{text}")
 
 
-def run_all(tool, d, peer):
+def run_all(tool, state, d, peer):
     config = os.path.join(d, "ring.yaml")
     with open(config, "w") as f:
         f.write(ring_config("cluster", steps=60))
@@ -235,6 +269,7 @@ def run_all(tool, d, peer):
     hostfile_runs(tool, d, peer, config)
     hierarchical_runs(tool, d, peer, config)
     slurm_runs(tool, d, peer, config)
+    node_local_runs(tool, state, peer, config)
     cut_link(tool, d, peer, config)
 
 
@@ -259,7 +294,7 @@ def main():
         with open(os.path.join(tool.d, "state.json")) as f:
             state = json.load(f)
         try:
-            run_all(tool, d, peer)
+            run_all(tool, state, d, peer)
         finally:
             if check.failures:
                 print_logs(os.path.join(tool.d, "log", "*"))
