@@ -12,7 +12,8 @@
 namespace murmur::runtime {
 namespace {
 
-constexpr const char* kFormat = "murmur.checkpoint.v1";
+constexpr const char* kFormat = "murmur.checkpoint.v1";  // a resume checkpoint
+constexpr const char* kModelFormat = "murmur.model.v1";  // the final model alone
 
 std::string encode_rng(const Rng::State& s) {
   return fmt::format("{:016x}{:016x}{:016x}{:016x}", s.s[0], s.s[1], s.s[2], s.s[3]);
@@ -64,6 +65,29 @@ std::span<const std::byte> expect_f32(const Safetensors& st, const std::string& 
   return t->data;
 }
 
+std::string format_of(const Safetensors& st) {
+  auto it = st.metadata().find("murmur.format");
+  return it == st.metadata().end() ? "" : it->second;
+}
+
+struct Copy {
+  std::span<const std::byte> from;
+  std::span<float> to;
+};
+
+// The copies that fill the arenas from `st`, every tensor checked (name, dtype, size) first.
+std::vector<Copy> model_copies(const Safetensors& st, Arena& params, Arena& buffers,
+                               const std::filesystem::path& file) {
+  std::vector<Copy> copies;
+  for (Arena* arena : {&params, &buffers}) {
+    for (std::size_t i = 0; i < arena->size(); ++i) {
+      const ArenaEntry& e = arena->entries()[i];
+      copies.push_back({expect_f32(st, e.name, e.numel, file), arena->view(i)});
+    }
+  }
+  return copies;
+}
+
 }  // namespace
 
 void save_checkpoint(const std::filesystem::path& file, const Arena& params, const Arena& buffers,
@@ -88,26 +112,41 @@ void save_checkpoint(const std::filesystem::path& file, const Arena& params, con
   write_safetensors(file, tensors, meta);
 }
 
+void save_model(const std::filesystem::path& file, const Arena& params, const Arena& buffers,
+                std::int64_t step, const std::string& config_json) {
+  std::vector<TensorView> tensors;
+  add_arena(tensors, params);
+  add_arena(tensors, buffers);
+  // Metadata is free for provenance: load_state_dict never sees it. (The writer adds
+  // murmur.crc32c too.)
+  const std::map<std::string, std::string> meta{
+      {"murmur.format", kModelFormat}, {"murmur.step", std::to_string(step)},
+      {"murmur.config", config_json}};
+  std::filesystem::create_directories(file.parent_path());
+  write_safetensors(file, tensors, meta);
+}
+
 ResumeState load_checkpoint(const std::filesystem::path& file, Arena& params, Arena& buffers,
                             std::span<FlatState> flat) {
   const Safetensors st = Safetensors::read(file);
   const auto& meta = st.metadata();
-  auto fmt_it = meta.find("murmur.format");
-  if (fmt_it == meta.end() || fmt_it->second != kFormat) {
+  const std::string format = format_of(st);
+  if (format == kModelFormat) {
+    // Taking it would restart the optimizer, the algorithm and the data order from nothing at
+    // this step, and nobody would know: refuse it, so that the caller goes on to an older
+    // resume checkpoint.
+    const auto beside = final_resume_path(file.parent_path());
+    throw CheckpointError(fmt::format(
+        "{}: holds the model alone, without the optimizer, algorithm, data-loader and RNG state "
+        "that resuming needs (those are in {} beside it{})",
+        file.string(), beside.filename().string(),
+        std::filesystem::exists(beside) ? "" : ", which is missing"));
+  }
+  if (format != kFormat) {
     throw CheckpointError(file.string() + ": not a murmur checkpoint (no " + kFormat + ")");
   }
   // Verify everything first, then copy: a bad file must leave the model untouched.
-  struct Copy {
-    std::span<const std::byte> from;
-    std::span<float> to;
-  };
-  std::vector<Copy> copies;
-  for (Arena* arena : {&params, &buffers}) {
-    for (std::size_t i = 0; i < arena->size(); ++i) {
-      const ArenaEntry& e = arena->entries()[i];
-      copies.push_back({expect_f32(st, e.name, e.numel, file), arena->view(i)});
-    }
-  }
+  std::vector<Copy> copies = model_copies(st, params, buffers, file);
   for (FlatState& f : flat) {
     copies.push_back({expect_f32(st, "murmur." + f.name, f.data.size(), file), f.data});
   }
@@ -123,6 +162,26 @@ ResumeState load_checkpoint(const std::filesystem::path& file, Arena& params, Ar
   if (auto it = meta.find("murmur.config"); it != meta.end()) state.config_json = it->second;
   for (const Copy& c : copies) std::memcpy(c.to.data(), c.from.data(), c.from.size());
   return state;
+}
+
+void load_model(const std::filesystem::path& file, Arena& params, Arena& buffers) {
+  const Safetensors st = Safetensors::read(file);
+  const std::string format = format_of(st);
+  if (format != kFormat && format != kModelFormat) {
+    throw CheckpointError(fmt::format("{}: not a murmur checkpoint (no {} or {})", file.string(),
+                                      kFormat, kModelFormat));
+  }
+  for (const Copy& c : model_copies(st, params, buffers, file)) {
+    std::memcpy(c.to.data(), c.from.data(), c.from.size());
+  }
+}
+
+std::filesystem::path final_model_path(const std::filesystem::path& dir) {
+  return dir / "final.safetensors";
+}
+
+std::filesystem::path final_resume_path(const std::filesystem::path& dir) {
+  return dir / "final.resume.safetensors";
 }
 
 std::filesystem::path periodic_checkpoint_path(const std::filesystem::path& dir,
@@ -149,8 +208,14 @@ std::vector<std::filesystem::path> periodic_checkpoints(const std::filesystem::p
 
 std::vector<std::filesystem::path> list_checkpoints(const std::filesystem::path& dir) {
   std::vector<std::filesystem::path> result;
-  if (std::filesystem::exists(dir / "final.safetensors")) {
-    result.push_back(dir / "final.safetensors");
+  // The final step's resume state is in final.resume.safetensors. A final.safetensors without it
+  // is listed too: a murmur older than that file wrote the resume state into final.safetensors
+  // (resumed from as before), and else load_checkpoint refuses it with a message that says why,
+  // which the caller logs before it goes on to the newest periodic checkpoint.
+  if (std::filesystem::exists(final_resume_path(dir))) {
+    result.push_back(final_resume_path(dir));
+  } else if (std::filesystem::exists(final_model_path(dir))) {
+    result.push_back(final_model_path(dir));
   }
   for (auto& p : periodic_checkpoints(dir)) result.push_back(std::move(p));
   return result;

@@ -17,7 +17,7 @@ Evaluation evaluate_checkpoint(const ExperimentConfig& config, const std::filesy
   Rng init(config.run.seed);
   auto model = nn::Model::create(config.model, {test.channels, test.height, test.width},
                                  test.classes, init);
-  load_checkpoint(file, model->params(), model->buffers(), {});
+  load_model(file, model->params(), model->buffers());
   return evaluate(*model, test, config.eval.batch_size);
 }
 

@@ -40,8 +40,9 @@ Evaluation evaluate_in_batches(const nn::Dataset& data, int batch_size, EvalBatc
   return e;
 }
 
-// Builds the config's model, loads its tensors from a checkpoint (refused whole if any check
-// fails: CheckpointError naming the file) and evaluates it on the config's test set.
+// Builds the config's model, loads its tensors from a checkpoint (final.safetensors, or any
+// resume checkpoint; refused whole if any check fails: CheckpointError naming the file) and
+// evaluates it on the config's test set.
 Evaluation evaluate_checkpoint(const ExperimentConfig& config, const std::filesystem::path& file);
 
 }  // namespace murmur::runtime

@@ -179,7 +179,7 @@ class Trainer {
       log().warn("rank {}: stopped by signal {} at step {}; checkpoint written", rank_,
                  stop_signal(), step_);
     } else {
-      save(dir_ / "final.safetensors");
+      save_final();
     }
     const Evaluation e = evaluated_last ? last_eval_ : log_eval(start);
     progress_.finish(fmt::format("rank {}: done: {} steps, test accuracy {:.2f}%, loss {:.4f}",
@@ -341,6 +341,18 @@ class Trainer {
     save_checkpoint(file, model_->params(), model_->buffers(), flat, s, config_json_);
   }
 
+  // The end of training: the model alone in final.safetensors (what a torch user loads with
+  // strict=True), and the resume checkpoint of the same step beside it. Each write is atomic,
+  // and the resume file goes first, so a crash between the two loses nothing: the run, run
+  // again, resumes from the resume file at this step and writes both once more. The other order
+  // could leave a model file without its resume state, which load_checkpoint refuses (resuming
+  // from it would restart the optimizer unseen): the run would fall back to an older periodic
+  // checkpoint and redo the steps since.
+  void save_final() {
+    save(final_resume_path(dir_));
+    save_model(final_model_path(dir_), model_->params(), model_->buffers(), step_, config_json_);
+  }
+
   // The parts of a config that decide what is trained; a checkpoint of another training is
   // never resumed (how it runs: threads, logging, transport, evaluation, may change).
   static nlohmann::json training_part(nlohmann::json config) {
@@ -366,7 +378,8 @@ class Trainer {
 
   // Loads the newest checkpoint that passes every check; a bad one is logged and skipped.
   void resume() {
-    for (const auto& file : list_checkpoints(dir_)) {
+    const auto files = list_checkpoints(dir_);
+    for (const auto& file : files) {
       try {
         auto flat = host_state(/*download=*/false);
         ResumeState s = load_checkpoint(file, model_->params(), model_->buffers(), flat);
@@ -390,6 +403,9 @@ class Trainer {
       } catch (const CheckpointError& e) {
         log().warn("rank {}: skipping unusable checkpoint: {}", rank_, e.what());
       }
+    }
+    if (!files.empty()) {
+      log().warn("rank {}: no usable checkpoint in {}; starting at step 0", rank_, dir_.string());
     }
   }
 

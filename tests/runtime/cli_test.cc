@@ -74,14 +74,21 @@ TEST_CASE("murmur-peer: a corrupted IDX header is refused", "[cli]") {
   CHECK_THAT(r.output, Catch::Contains("images-idx3-ubyte.gz") && Catch::Contains("magic"));
 }
 
-TEST_CASE("murmur-peer: a truncated checkpoint is refused by --eval-checkpoint", "[cli]") {
+TEST_CASE("murmur-peer: --eval-checkpoint reads the final model and its resume file, and refuses a truncated one", "[cli]") {
   TempDir dir;
   auto r = run_command(peer(std::string(kFast) + " --set train.max_steps=5 --out " + dir.path().string()));
   REQUIRE(r.exit_code == 0);
+  // The final model file and its resume file hold the same model: the same figures.
+  const auto resume = dir.path() / "rank0" / "final.resume.safetensors";
+  r = run_command(peer(std::string(kFast) + " --eval-checkpoint " + resume.string()));
+  REQUIRE(r.exit_code == 0);
+  const auto at = r.output.rfind(": test accuracy");
+  REQUIRE(at != std::string::npos);
+  const std::string figures = r.output.substr(at, r.output.find('\n', at) - at);
   const auto ckpt = dir.path() / "rank0" / "final.safetensors";
   r = run_command(peer(std::string(kFast) + " --eval-checkpoint " + ckpt.string()));
   CHECK(r.exit_code == 0);
-  CHECK_THAT(r.output, Catch::Contains("test accuracy"));
+  CHECK_THAT(r.output, Catch::Contains(ckpt.string() + figures));
   std::filesystem::resize_file(ckpt, std::filesystem::file_size(ckpt) / 2);
   r = run_command(peer(std::string(kFast) + " --eval-checkpoint " + ckpt.string()));
   CHECK(r.exit_code == 1);
@@ -93,8 +100,8 @@ TEST_CASE("murmur-peer: a corrupted newest checkpoint is skipped on resume", "[c
   const std::string base = std::string(kFast) + " --set checkpoint.every_steps=20 --out " + dir.path().string();
   auto r = run_command(peer(base));
   REQUIRE(r.exit_code == 0);
-  // Flip a byte in the middle of the final checkpoint: its CRC no longer matches.
-  const auto final_ckpt = dir.path() / "rank0" / "final.safetensors";
+  // Flip a byte in the middle of the final resume checkpoint: its CRC no longer matches.
+  const auto final_ckpt = dir.path() / "rank0" / "final.resume.safetensors";
   {
     std::fstream f(final_ckpt, std::ios::in | std::ios::out | std::ios::binary);
     f.seekp(static_cast<std::streamoff>(std::filesystem::file_size(final_ckpt) - 100));

@@ -36,8 +36,8 @@ murmur::ExperimentConfig synthetic_config(const std::string& device) {
   return c;
 }
 
-// The tensors of a checkpoint (model and resume state), without its metadata: the config in the
-// metadata names the device.
+// The tensors of a checkpoint (of final.resume.safetensors: the model and the resume state),
+// without its metadata: the config in the metadata names the device.
 std::vector<float> tensors(const std::filesystem::path& file) {
   std::ifstream in(file, std::ios::binary);
   const std::string bytes{std::istreambuf_iterator<char>(in), {}};
@@ -66,9 +66,12 @@ TEST_CASE("one peer on staged_cpu trains and resumes bit for bit as on cpu", "[r
   options.out = staged_run.path();
   const auto staged = synthetic_config("staged_cpu");
   murmur::runtime::run_peer(staged, options);
-  const auto want = tensors(cpu_run.path() / "rank0/final.safetensors");
-  REQUIRE(want.size() > 1000);
-  CHECK(tensors(staged_run.path() / "rank0/final.safetensors") == want);
+  const auto want = tensors(cpu_run.path() / "rank0/final.resume.safetensors");
+  const auto want_model = tensors(cpu_run.path() / "rank0/final.safetensors");
+  REQUIRE(want_model.size() > 1000);
+  REQUIRE(want.size() > want_model.size());  // the AdamW moments besides the model
+  CHECK(tensors(staged_run.path() / "rank0/final.resume.safetensors") == want);
+  CHECK(tensors(staged_run.path() / "rank0/final.safetensors") == want_model);
 
   // Cut at a checkpoint and resumed: the AdamW moments come back through the device's copies.
   auto cut = staged;
@@ -76,10 +79,12 @@ TEST_CASE("one peer on staged_cpu trains and resumes bit for bit as on cpu", "[r
   options.out = resumed_run.path();
   murmur::runtime::run_peer(cut, options);
   std::filesystem::remove(resumed_run.path() / "rank0/final.safetensors");
+  std::filesystem::remove(resumed_run.path() / "rank0/final.resume.safetensors");
   std::filesystem::remove(resumed_run.path() / "rank0/metrics.jsonl");
   const auto resumed = murmur::runtime::run_peer(cut, options);
   CHECK(resumed.steps == 128);
-  CHECK(tensors(resumed_run.path() / "rank0/final.safetensors") == want);
+  CHECK(tensors(resumed_run.path() / "rank0/final.resume.safetensors") == want);
+  CHECK(tensors(resumed_run.path() / "rank0/final.safetensors") == want_model);
 }
 
 TEST_CASE("peers on staged_cpu average to the figures of peers on cpu", "[runtime][device][multiproc]") {

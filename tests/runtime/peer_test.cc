@@ -41,6 +41,15 @@ std::vector<nlohmann::json> read_jsonl(const std::filesystem::path& p) {
   return lines;
 }
 
+// The steps of the "step" lines of a metrics file: which steps a run trained.
+std::vector<std::int64_t> step_lines(const std::filesystem::path& p) {
+  std::vector<std::int64_t> steps;
+  for (const auto& l : read_jsonl(p)) {
+    if (l["kind"] == "step") steps.push_back(l["step"].get<std::int64_t>());
+  }
+  return steps;
+}
+
 }  // namespace
 
 TEST_CASE("a single peer learns the synthetic task and writes its outputs", "[runtime]") {
@@ -104,15 +113,51 @@ TEST_CASE("a stopped run resumes from its checkpoint to the same final model", "
   auto first = config;
   first.checkpoint.every_steps = 50;
   {
-    // Run to completion, then delete the final checkpoint and keep the one at step 100:
-    // resuming must redo steps 101..128 and land on the same bits.
+    // Run to completion, then delete the final pair (the model and its resume file) and keep
+    // the checkpoint of step 100: resuming must redo steps 101..128 and land on the same bits.
     murmur::runtime::run_peer(first, options);
     std::filesystem::remove(split.path() / "rank0/final.safetensors");
+    std::filesystem::remove(split.path() / "rank0/final.resume.safetensors");
     std::filesystem::remove(split.path() / "rank0/metrics.jsonl");
   }
   const auto resumed = murmur::runtime::run_peer(first, options);
   CHECK(resumed.steps == 128);
+  const auto steps = step_lines(split.path() / "rank0/metrics.jsonl");
+  REQUIRE(!steps.empty());
+  CHECK(steps.front() == 110);
   CHECK(read_all(full.path() / "rank0/final.safetensors").size() > 0);
   // Model tensors are identical; the metadata (config text) is the same too.
   CHECK(read_all(full.path() / "rank0/final.safetensors") == read_all(split.path() / "rank0/final.safetensors"));
+}
+
+TEST_CASE("a finished run resumes from its final pair, never from the model file alone", "[runtime]") {
+  TempDir dir;
+  murmur::runtime::PeerOptions options;
+  options.out = dir.path();
+  auto config = synthetic_config();
+  config.train.epochs = 2;  // 128 steps, checkpoints at 50 and 100
+  murmur::runtime::run_peer(config, options);
+  const auto rank0 = dir.path() / "rank0";
+  const std::string model = read_all(rank0 / "final.safetensors");
+  REQUIRE(std::filesystem::exists(rank0 / "final.resume.safetensors"));
+
+  // Run again: it resumes from final.resume.safetensors at step 128 and trains no further.
+  std::filesystem::remove(rank0 / "metrics.jsonl");
+  auto again = murmur::runtime::run_peer(config, options);
+  CHECK(again.steps == 128);
+  CHECK(step_lines(rank0 / "metrics.jsonl").empty());
+  CHECK(read_all(rank0 / "final.safetensors") == model);
+
+  // final.safetensors alone holds no momentum or data order: taking it would go on from step
+  // 128 with the optimizer state restarted. The run must fall back to ckpt-100, redo steps
+  // 101..128 to the same bits, and write the pair again.
+  std::filesystem::remove(rank0 / "final.resume.safetensors");
+  std::filesystem::remove(rank0 / "metrics.jsonl");
+  again = murmur::runtime::run_peer(config, options);
+  CHECK(again.steps == 128);
+  const auto steps = step_lines(rank0 / "metrics.jsonl");
+  REQUIRE(!steps.empty());
+  CHECK(steps.front() == 110);
+  CHECK(read_all(rank0 / "final.safetensors") == model);
+  CHECK(std::filesystem::exists(rank0 / "final.resume.safetensors"));
 }

@@ -2,8 +2,9 @@
 """Cross-check a murmur checkpoint against PyTorch.
 
 Trains the MLP and the CNN briefly with murmur-peer on Fashion-MNIST, reads each
-rank0/final.safetensors with numpy alone (the format parsed by hand), loads the tensors into a
-torch.nn model of the same shape, and checks that torch computes the test accuracy murmur
+rank0/final.safetensors with numpy alone (the format parsed by hand), loads every tensor of it
+into a torch.nn model of the same shape with strict=True (so a tensor that is not the model's,
+such as resume state, fails it), and checks that torch computes the test accuracy murmur
 reported in summary.json, within 0.1 points. Exits 77 (CTest: skipped) without torch or data.
 
 Needs Debian's python3-numpy and python3-torch (hence /usr/bin/python3).
@@ -89,7 +90,8 @@ def check(peer, model, steps, workdir):
     with open(os.path.join(out, "summary.json")) as f:
         reported = json.load(f)["peers"][0]["test_accuracy"]
     tensors = read_safetensors(os.path.join(out, "rank0", "final.safetensors"))
-    state = {k: torch.from_numpy(v.copy()) for k, v in tensors.items() if not k.startswith("murmur.")}
+    # Every tensor, as a user would load the file: no filter for murmur's own.
+    state = {k: torch.from_numpy(v.copy()) for k, v in tensors.items()}
     net = torch_model(model)
     net.load_state_dict(state, strict=True)  # names, shapes and layouts must be PyTorch's
     x = read_idx(f"{DATA}/t10k-images-idx3-ubyte.gz").astype(np.float32) / 255.0
