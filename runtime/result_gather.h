@@ -3,10 +3,10 @@
 // that one writes the whole run's results where it runs. One message from each peer is the only
 // coordination: no directory is read or written by anyone but the gatherer.
 //
-// On the wire (tag purpose kResults): a 24-byte header (chunk 0), then the JSON text (chunk 1).
-// The gatherer checks the header's magic, version and length (<= kMaxResultBytes) before it
-// allocates anything, and the text's CRC32C and JSON (an object for the sending rank) before it
-// keeps it. Not thread-safe (the transport's one thread).
+// On the wire (tag purpose kResults): one checked message (transport/checked_message.h) of
+// JSON text. The gatherer checks the header's magic, version and length (<= kMaxResultBytes)
+// before it allocates anything, and the text's CRC32C and JSON (an object for the sending rank)
+// before it keeps it. Not thread-safe (the transport's one thread).
 #pragma once
 
 #include <cstddef>
@@ -30,8 +30,7 @@ inline constexpr std::size_t kResultHeaderBytes = 24;
 // A result.json is a few kilobytes (its eval points: one per evaluation); more is not a result.
 inline constexpr std::uint64_t kMaxResultBytes = std::uint64_t{16} << 20;
 
-// The header of a result message: magic u32, version u16, reserved u16, length u64, CRC32C u32
-// of the text, reserved u32 (little-endian).
+// The header of a result message (transport/checked_message.h's, with the magic above).
 std::vector<std::byte> encode_result_header(std::string_view text);
 // The text's length, after checking magic, version and length. Throws ProtocolError naming
 // `from` ("rank 2") and the field at fault.
@@ -40,6 +39,8 @@ std::uint64_t decode_result_header(std::span<const std::byte> header, std::strin
 // The result of rank `from` in `text` (its CRC `crc`), checked: the CRC, JSON, an object whose
 // "rank" is `from`. Throws ProtocolError naming the rank and what is wrong.
 nlohmann::json decode_result(std::string_view text, std::uint32_t crc, int from);
+// The same without the CRC (checked already): the JSON object of rank `from`'s result.
+nlohmann::json parse_result(std::string_view text, int from);
 
 // Every rank of `ranks` (the final average's, lowest first) calls it with its own result: the
 // lowest returns every rank's result (its own too), by rank; the others send theirs to it and
