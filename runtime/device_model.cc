@@ -7,6 +7,7 @@
 #include "core/error.h"
 #include "core/name_table.h"
 #include "core/names.h"
+#include "transport/world.h"
 
 #ifdef MURMUR_WITH_CUDA
 #include "device/cuda/cuda_device.h"
@@ -44,13 +45,6 @@ class CpuModel final : public DeviceModel {
 };
 
 #ifdef MURMUR_WITH_CUDA
-int local_rank(int rank) {
-  for (const char* name : {"MURMUR_LOCAL_RANK", "SLURM_LOCALID", "OMPI_COMM_WORLD_LOCAL_RANK"}) {
-    if (const char* v = std::getenv(name); v != nullptr && *v != '\0') return std::atoi(v);
-  }
-  return rank;
-}
-
 // The model's twin on a GPU; the op table runs on the model's stream, so the optimizer's
 // updates and the averaging are ordered with the training kernels without a sync. The host
 // arena is pinned once so that the whole-arena copies around checkpoints are DMA.
@@ -113,7 +107,7 @@ constexpr Entry kDevices[] = {
      }},
 #ifdef MURMUR_WITH_CUDA
     {"cuda", [](nn::Model& host, int rank) -> std::unique_ptr<DeviceModel> {
-       return std::make_unique<GpuModel>(host, device::cuda::device_for_local_rank(local_rank(rank)));
+       return std::make_unique<GpuModel>(host, device::cuda::device_for_local_rank(transport::local_rank(rank)));
      }},
 #endif
 };

@@ -26,16 +26,6 @@ namespace {
 // can use the Transport, while some rank is dead.
 constexpr std::int64_t kJoinPollSteps = 8;
 
-// The run's transport, on the address that transport.host (by default "auto") comes to, said
-// once in the log: on a cluster, the first thing to know when peers cannot reach each other.
-std::shared_ptr<transport::Transport> make_backend(const ExperimentConfig& config, int rank) {
-  TransportConfig tc = config.transport;
-  const transport::ChosenAddress chosen = transport::choose_listen_address(tc, config.world.size);
-  tc.host = chosen.address;
-  log().info("rank {}: {} transport on {} ({})", rank, tc.backend, chosen.address, chosen.why);
-  return transport::make_transport(tc, rank, config.world.size);
-}
-
 // algorithm.hierarchical: the ranks of one node, world.ranks_per_node or else the launcher's
 // local size. Nodes are blocks of consecutive ranks; where the launcher says which node this
 // rank is on (MURMUR_NODE_RANK over ssh, SLURM_NODEID under srun), it must be that block's.
@@ -63,12 +53,21 @@ int ranks_per_node(const ExperimentConfig& config, int rank, bool live) {
 
 }  // namespace
 
+std::shared_ptr<transport::Transport> make_run_transport(const ExperimentConfig& config, int rank) {
+  TransportConfig tc = config.transport;
+  const transport::ChosenAddress chosen = transport::choose_listen_address(tc, config.world.size);
+  tc.host = chosen.address;
+  // Said once in the log: on a cluster, the first thing to know when peers cannot reach each other.
+  log().info("rank {}: {} transport on {} ({})", rank, tc.backend, chosen.address, chosen.why);
+  return transport::make_transport(tc, rank, config.world.size);
+}
+
 Distributed::Distributed(const ExperimentConfig& config, int rank, device::Device& device,
                          std::span<float> params, std::shared_ptr<transport::Transport> transport)
     : config_(config),
       device_(device),
       params_(params),
-      backend_(transport ? std::move(transport) : make_backend(config, rank)),
+      backend_(transport ? std::move(transport) : make_run_transport(config, rank)),
       transport_(backend_.get()) {
   // Every tag of the run fits the backend's width: checked here, once, before anything is sent.
   [[maybe_unused]] const transport::TagLayout layout(*backend_);

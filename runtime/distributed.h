@@ -32,6 +32,11 @@ struct FinalAverage {
   std::vector<int> ranks;         // the peers averaged: all, or those alive at the end (continue)
 };
 
+// The run's transport for `rank`, listening on the address that transport.host (by default
+// "auto") comes to; meets the other peers through the configured rendezvous. Throws
+// ConfigError (an address or rendezvous that cannot be), TransportError.
+std::shared_ptr<transport::Transport> make_run_transport(const ExperimentConfig& config, int rank);
+
 class Distributed {
  public:
   // Meets the neighbors (blocks until they answer or the connect timeout passes) and builds the

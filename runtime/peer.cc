@@ -15,6 +15,7 @@
 #include "core/logging.h"
 #include "core/metrics.h"
 #include "core/progress.h"
+#include "core/stopwatch.h"
 #include "nn/batch_loader.h"
 #include "nn/cpu/threads.h"
 #include "nn/dataset.h"
@@ -35,17 +36,9 @@ namespace murmur::runtime {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-// How long a peer whose neighbor vanished waits for a stop signal of its own before it calls the
-// loss a failure: signals sent to every peer at once (Ctrl-C, the launcher over ssh) arrive well
-// within it.
-constexpr std::chrono::milliseconds kStopGrace{2000};
 
 double seconds_since(Clock::time_point t) {
   return std::chrono::duration<double>(Clock::now() - t).count();
-}
-
-double unix_seconds() {
-  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
 }
 
 std::string format_eta(double seconds) {

@@ -6,6 +6,11 @@
 
 namespace murmur::runtime {
 
+// How long a peer whose neighbor vanished waits for a stop signal of its own before it calls the
+// loss a failure: signals sent to every peer at once (Ctrl-C, the launcher over ssh) arrive well
+// within it.
+inline constexpr std::chrono::milliseconds kStopGrace{2000};
+
 // Installs the handlers (idempotent). A second signal while stopping restores the default action.
 void install_stop_handlers();
 // True once SIGINT or SIGTERM arrived.

@@ -30,6 +30,7 @@
 #include "runtime/fault_injection.h"
 #include "transport/world.h"
 #include "runtime/peer.h"
+#include "runtime/run_directory.h"
 #include "runtime/stop_signal.h"
 #include "runtime/summary.h"
 
@@ -88,33 +89,6 @@ void summarize(const std::filesystem::path& run_dir, const std::string& config_f
   }
   murmur::runtime::write_summary(
       run_dir, murmur::runtime::summarize_run(run_dir, config, outcome.wall_time_s, outcome.exit_codes, target));
-}
-
-// Started by mpirun or srun without murmur-launch, and told no way to meet: a rendezvous
-// directory of this launch's own in the run directory (the run directory must be shared, as the
-// launcher's is). Its id (transport::launch_id) keeps an earlier launch's address files out.
-void use_launch_rendezvous(murmur::ExperimentConfig& config, const std::filesystem::path& run_dir) {
-  const auto& t = config.transport;
-  if (config.world.size < 2 || t.rendezvous == "hosts" || !t.rendezvous_dir.empty() ||
-      !t.peers.empty() || !t.hostfile.empty()) {
-    return;
-  }
-  if (const auto id = murmur::transport::launch_id()) {
-    config.transport.rendezvous_dir = (run_dir / "rendezvous" / *id).string();
-  }
-}
-
-// The peers of the final average whose results did not come over the transport may still write
-// their result.json into a shared run directory: waits (a bounded while) until each has, so that
-// summary.json holds them all.
-void wait_for_results(const std::filesystem::path& run_dir, const std::vector<int>& ranks) {
-  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(30);
-  for (const int r : ranks) {
-    const auto file = run_dir / fmt::format("rank{}", r) / "result.json";
-    while (!std::filesystem::exists(file) && std::chrono::steady_clock::now() < until) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    }
-  }
 }
 
 }  // namespace
@@ -182,9 +156,8 @@ int main(int argc, char** argv) {
     const auto world_info = murmur::transport::resolve_world(config.world);
     config.world.rank = world_info.rank;
     config.world.size = world_info.size;
-    const std::filesystem::path run_dir =
-        !out.empty() ? out : !config.run.out.empty() ? config.run.out : "runs/" + config.run.name;
-    use_launch_rendezvous(config, run_dir);
+    const std::filesystem::path run_dir = murmur::runtime::run_directory(config, out);
+    murmur::runtime::use_launch_rendezvous(config, run_dir);
     murmur::validate(config);
     murmur::init_logging(fmt::format("peer {}", config.world.rank), log_level);
     if (!eval_checkpoint.empty()) {
@@ -201,41 +174,12 @@ int main(int argc, char** argv) {
     // Fault injection for tests and experiments (MURMUR_FAULT_KILL, MURMUR_FAULT_STALL): read
     // here, at the edge, and handed to the peer as step hooks.
     options.hooks = murmur::runtime::fault_hooks_from_env(config.world.rank);
-    std::filesystem::create_directories(options.out);
-    if (config.world.rank == 0) {
-      const std::string yaml = murmur::to_yaml(config);
-      murmur::atomic_write_file(options.out / "config.yaml",
-                                std::as_bytes(std::span(yaml.data(), yaml.size())));
-      murmur::runtime::write_json(options.out / "config.json", murmur::to_json(config));
-    }
-
-    // A result.json of an earlier run here must not be read back as this one's (by the peer
-    // that writes summary.json below, or the launcher). Every peer removes its own before the
-    // start, which the peers take together (Distributed::agree_start).
-    const auto result_file = options.out / fmt::format("rank{}", config.world.rank) / "result.json";
-    std::filesystem::remove(result_file);
+    // Every peer removes its own result.json of an earlier run before the start, which the
+    // peers take together (Distributed::agree_start).
+    murmur::runtime::open_run_directory(config, options.out);
     murmur::runtime::PeerResult result = murmur::runtime::run_peer(config, options);
     const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    murmur::runtime::write_json(result_file, murmur::runtime::peer_json(result));
-    // The lowest averaged rank got every rank's result over the transport: written here too, so
-    // that a run directory that is not shared holds the whole run where this rank ran (where it
-    // is shared, each is the same text its own rank writes).
-    std::vector<int> missing;
-    for (const int r : result.average_ranks) {
-      const auto it = result.gathered.find(r);
-      if (it == result.gathered.end()) {
-        missing.push_back(r);
-      } else if (r != config.world.rank) {
-        std::filesystem::create_directories(options.out / fmt::format("rank{}", r));
-        murmur::runtime::write_json(options.out / fmt::format("rank{}", r) / "result.json", it->second);
-      }
-    }
-    // A lone peer, or the one that evaluated the average model of a run that mpirun or srun
-    // started without murmur-launch (which writes the summary itself, with the exit codes).
-    const bool by_launcher = std::getenv("MURMUR_LAUNCHER") != nullptr;
-    if (config.world.size == 1 || (result.has_average && !by_launcher)) {
-      wait_for_results(options.out, missing);
-      murmur::runtime::write_summary(options.out, murmur::runtime::summarize_run(options.out, config, wall, {}));
+    if (murmur::runtime::close_run_directory(config, options.out, result, wall)) {
       std::fprintf(stderr, "murmur-peer: results in %s (summary.json, rank<r>/metrics.jsonl, rank<r>/final.safetensors)\n",
                    options.out.c_str());
     }

@@ -139,6 +139,17 @@ int local_size() {
   return local_size(process_env);
 }
 
+int local_rank(int rank, const Getenv& getenv) {
+  for (const char* name : {"MURMUR_LOCAL_RANK", "SLURM_LOCALID", "OMPI_COMM_WORLD_LOCAL_RANK"}) {
+    if (auto r = read_int(getenv, name)) return *r;
+  }
+  return rank;
+}
+
+int local_rank(int rank) {
+  return local_rank(rank, process_env);
+}
+
 std::optional<std::string> launch_id(const Getenv& getenv) {
   const auto value = [&](const char* name) -> std::string {
     const char* v = getenv(name);

@@ -44,6 +44,13 @@ std::vector<int> slurm_tasks_per_node(std::string_view list, std::string_view va
 int local_size(const Getenv& getenv);
 int local_size();  // with std::getenv
 
+// This peer's place among the peers of its node (its GPU is local_rank % devices):
+// $MURMUR_LOCAL_RANK (murmur-launch), else Slurm's $SLURM_LOCALID, else Open MPI's
+// $OMPI_COMM_WORLD_LOCAL_RANK, else `rank` (a node of its own, or a launcher that says nothing).
+// Throws ConfigError naming the variable for a value that is not a non-negative integer.
+int local_rank(int rank, const Getenv& getenv);
+int local_rank(int rank);  // with std::getenv
+
 // What tells this launch apart from every other one that starts the same processes, for a
 // rendezvous directory of its own: Slurm's "$SLURM_JOB_ID.$SLURM_STEP_ID" (srun), else PMIx's
 // $PMIX_NAMESPACE (Open MPI's mpirun); nullopt for any other start. Only characters safe in a
