@@ -29,6 +29,8 @@ inline constexpr unsigned kBenchmark = 5;        // murmur-bench and tests
 inline constexpr unsigned kJoinState = 6;        // an algorithm's state handed to a rejoining rank
 inline constexpr unsigned kStartStep = 7;        // runtime: the step every peer resumes from
 inline constexpr unsigned kResults = 8;          // runtime: each peer's result, to the lowest
+inline constexpr unsigned kModelCheck = 9;       // api: every peer's model against rank 0's
+inline constexpr unsigned kUserCollective = 10;  // api: a program's own averages and barriers
 inline constexpr unsigned kFirstAlgorithm = 16;
 inline constexpr unsigned kCount = 64;           // purposes are < kCount
 }  // namespace purpose

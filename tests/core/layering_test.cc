@@ -17,7 +17,7 @@ namespace {
 
 // room -> rooms it may include (itself included): the arrows of ARCHITECTURE.md,
 //   tools, api -> runtime -> optimizers -> membership -> transport -> core,
-//   optimizers -> topology, device -> core;  runtime -> nn -> device -> core.
+//   optimizers -> topology, device -> core;  runtime -> nn -> device -> core;  python -> api.
 // A room may name the headers of any room its arrows reach, not only the next one.
 const std::map<std::string, std::set<std::string>>& allowed() {
   static const std::map<std::string, std::set<std::string>> table = {
@@ -30,6 +30,7 @@ const std::map<std::string, std::set<std::string>>& allowed() {
       {"optimizers", {"optimizers", "membership", "transport", "topology", "device", "core"}},
       {"runtime", {"runtime", "optimizers", "membership", "nn", "device", "transport", "topology", "core"}},
       {"api", {"api", "runtime", "optimizers", "membership", "nn", "device", "transport", "topology", "core"}},
+      {"python", {"python", "api"}},
       {"tools", {"tools", "runtime", "optimizers", "membership", "nn", "device", "transport", "topology", "core"}},
   };
   return table;
@@ -74,6 +75,8 @@ TEST_CASE("the include checker catches a broken arrow", "[layering]") {
   CHECK(violations("nn/cuda/a.cc", "nn", "#include \"device/cuda/memory.h\"\n").empty());
   CHECK(violations("runtime/a.cc", "runtime", "#include \"topology/graph.h\"\n").empty());
   CHECK(violations("tools/a.cc", "tools", "#include \"runtime/peer.h\"\n").empty());
+  CHECK(violations("python/a.cc", "python", "#include \"api/murmur/murmur.h\"\n").empty());
+  CHECK(violations("python/a.cc", "python", "#include \"runtime/peer.h\"\n").size() == 1);
   CHECK(violations("transport/tcp/a.cc", "transport", "#include \"tcp/frame.h\"\n").empty());
 }
 
