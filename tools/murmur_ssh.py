@@ -18,9 +18,10 @@ import os
 import re
 import shlex
 
-# Forwarded from the launcher's environment as they are: murmur's own, where libraries are, and
-# the knobs of the libraries the peer runs on (as mpirun -x or srun --export would be told to).
-FORWARD_NAMES = ("LD_LIBRARY_PATH", "CUDA_VISIBLE_DEVICES")
+# Forwarded from the launcher's environment as they are: murmur's own, where libraries (and a
+# Python program's modules) are, and the knobs of the libraries the peer runs on (as mpirun -x
+# or srun --export would be told to).
+FORWARD_NAMES = ("LD_LIBRARY_PATH", "PYTHONPATH", "CUDA_VISIBLE_DEVICES")
 FORWARD_PREFIXES = ("MURMUR_", "UCX_", "FI_", "NCCL_", "OMP_", "OPENBLAS_")
 NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 
