@@ -20,6 +20,7 @@
 #include "core/metrics.h"
 #include "core/stopwatch.h"
 #include "membership/neighborhood.h"
+#include "nn/cpu/threads.h"
 #include "optimizers/algorithm.h"
 #include "runtime/default_config.h"
 #include "runtime/distributed.h"
@@ -164,6 +165,12 @@ Communicator::Communicator(const Options& options) : impl_(std::make_unique<Impl
   }
   m.local_size = transport::local_size();
   m.local_rank = transport::local_rank(m.rank()) % std::max(1, m.local_size);
+  if (options.size_threads) {
+    // OpenBLAS is one library per process: on Debian the program's numpy and torch do their
+    // GEMMs in it too, and its threads left at all cores in every peer of a node spin against
+    // each other (a CNN step took 2.5x as long here with 4 peers on 2 cores).
+    nn::cpu::set_compute_threads(compute_threads());
+  }
   if (options.handle_signals) runtime::install_stop_handlers();
   runtime::open_run_directory(m.config, m.out);
   m.metrics = std::make_unique<MetricsSink>(m.out / fmt::format("rank{}", m.rank()) / "metrics.jsonl");
@@ -186,6 +193,9 @@ int Communicator::rank() const { return impl_->rank(); }
 int Communicator::world_size() const { return impl_->config.world.size; }
 int Communicator::local_rank() const { return impl_->local_rank; }
 int Communicator::local_size() const { return impl_->local_size; }
+int Communicator::compute_threads() const {
+  return runtime::default_threads(impl_->config.run, impl_->local_size);
+}
 std::string Communicator::config_json() const { return to_json(impl_->config).dump(); }
 std::string Communicator::out() const { return impl_->out.string(); }
 

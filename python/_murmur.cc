@@ -60,13 +60,15 @@ PYBIND11_MODULE(_murmur, m) {
   py::class_<Communicator>(m, "Communicator", py::dynamic_attr())
       .def(py::init([](const std::string& config_file, const std::string& config_yaml,
                        const std::vector<std::string>& overrides, const std::string& out,
-                       bool handle_signals, std::uintptr_t cuda_stream, const std::string& log_name) {
+                       bool handle_signals, bool size_threads, std::uintptr_t cuda_stream,
+                       const std::string& log_name) {
              murmur::Options o;
              o.config_file = config_file;
              o.config_yaml = config_yaml;
              o.overrides = overrides;
              o.out = out;
              o.handle_signals = handle_signals;
+             o.size_threads = size_threads;
              o.cuda_stream = reinterpret_cast<void*>(cuda_stream);
              o.log_name = log_name;
              py::gil_scoped_release release;  // meets the other peers
@@ -74,11 +76,13 @@ PYBIND11_MODULE(_murmur, m) {
            }),
            py::arg("config_file") = "", py::arg("config_yaml") = "",
            py::arg("overrides") = std::vector<std::string>{}, py::arg("out") = "",
-           py::arg("handle_signals") = true, py::arg("cuda_stream") = 0, py::arg("log_name") = "")
+           py::arg("handle_signals") = true, py::arg("size_threads") = true, py::arg("cuda_stream") = 0,
+           py::arg("log_name") = "")
       .def_property_readonly("rank", &Communicator::rank)
       .def_property_readonly("world_size", &Communicator::world_size)
       .def_property_readonly("local_rank", &Communicator::local_rank)
       .def_property_readonly("local_size", &Communicator::local_size)
+      .def_property_readonly("compute_threads", &Communicator::compute_threads)
       .def_property_readonly("out", &Communicator::out)
       .def("config_json", &Communicator::config_json)
       .def("attach",

@@ -47,12 +47,6 @@ std::string format_eta(double seconds) {
   return fmt::format("{}m{:02d}s", s / 60, s % 60);
 }
 
-int default_threads(const RunConfig& run, int local_peers) {
-  if (run.threads > 0) return run.threads;
-  const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  return std::max(1, cores / std::max(1, local_peers));
-}
-
 // One peer's training state and loop; run_peer() builds it and calls run().
 class Trainer {
  public:
@@ -470,6 +464,12 @@ std::vector<std::string> check_config(const ExperimentConfig& config) {
   membership::is_live(config.run.on_peer_failure);
   return optimizers::check_algorithm(config.algorithm, config.topology, config.world.size,
                                      config.run.seed);
+}
+
+int default_threads(const RunConfig& run, int local_peers) {
+  if (run.threads > 0) return run.threads;
+  const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  return std::max(1, cores / std::max(1, local_peers));
 }
 
 PeerResult run_peer(const ExperimentConfig& config, const PeerOptions& options) {

@@ -72,6 +72,10 @@ struct PeerResult {
   std::map<int, nlohmann::json> gathered;
 };
 
+// The compute threads of a peer (OpenBLAS's and murmur's own pool): run.threads, else its share
+// of this machine's cores with `local_peers` peers on it.
+int default_threads(const RunConfig& run, int local_peers);
+
 // Every check a config can get before a peer starts: core's field and cross-field rules, the
 // device, and the algorithm's (the registry's: a graph it can run on, keys it reads). Throws
 // ConfigError. Returns warnings: algorithm keys set that the algorithm does not read.

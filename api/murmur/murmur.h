@@ -62,6 +62,10 @@ struct Options {
   // SIGINT and SIGTERM ask the peer to stop (stop_requested()) instead of ending the process:
   // the program checkpoints at its next step boundary, as murmur-peer does.
   bool handle_signals = true;
+  // Sets this process's OpenBLAS threads (shared with numpy and torch where they use the same
+  // library, as Debian's do) to its share of the node's cores: run.threads, else the cores over
+  // the peers on this node, as murmur-peer does.
+  bool size_threads = true;
   // kCuda parameters: the cudaStream_t the program's kernels run on, so that murmur's ops are
   // ordered with them; null = a stream of murmur's own, with a synchronization around each call.
   void* cuda_stream = nullptr;
@@ -116,6 +120,8 @@ class [[gnu::visibility("default")]] Communicator {
   int world_size() const;
   int local_rank() const;  // among the peers of this node (GPU = local_rank % devices)
   int local_size() const;  // the peers of this node, which share its cores
+  // This peer's share of the node's cores: run.threads, else the cores over local_size().
+  int compute_threads() const;
   // The resolved config as JSON (every section, the defaults filled in).
   std::string config_json() const;
   // The run directory; this peer writes under rank<r>/ there.

@@ -46,9 +46,10 @@ def init(config=None, *, out="", handle_signals=True, threads=True, **overrides)
     `config`: a YAML file's path, a dict of sections, or None for the file murmur-launch names
     ($MURMUR_CONFIG), else murmur's default (D-PSGD on a ring). `overrides` set keys after it:
     `algorithm={"name": "sgp"}`, or dotted as `**{"train.lr": 0.1}`; murmur-launch's --set come
-    last. `threads`: set torch's threads to this peer's share of the node's cores (run.threads,
-    else the cores over the peers on this node). SIGINT and SIGTERM then ask to stop at the
-    next step (DecentralizedOptimizer checkpoints and raises Stopped), as murmur-peer does.
+    last. `threads`: set torch's threads and OpenBLAS's to this peer's share of the node's
+    cores (run.threads, else the cores over the peers on this node). With `handle_signals`,
+    SIGINT and SIGTERM ask to stop at the next step (DecentralizedOptimizer checkpoints and
+    raises Stopped), as murmur-peer does.
     """
     global _comm
     if _comm is not None:
@@ -62,23 +63,16 @@ def init(config=None, *, out="", handle_signals=True, threads=True, **overrides)
     elif config is not None:
         kwargs["config_file"] = os.fspath(config)
     comm = Communicator(overrides=sets, out=os.fspath(out), handle_signals=handle_signals,
-                        log_name="", **kwargs)
+                        size_threads=threads, **kwargs)
     comm.config = json.loads(comm.config_json())
-    if threads:
-        _size_threads(comm)
+    if threads:  # OpenBLAS's are sized already (Communicator); torch's own pool too
+        try:
+            import torch
+            torch.set_num_threads(comm.compute_threads)
+        except ImportError:
+            pass
     _comm = comm
     return comm
-
-
-def _size_threads(comm):
-    try:
-        import torch
-    except ImportError:
-        return
-    wanted = comm.config["run"]["threads"]
-    if wanted <= 0:
-        wanted = max(1, (os.cpu_count() or 1) // max(1, comm.local_size))
-    torch.set_num_threads(wanted)
 
 
 def get():
