@@ -17,6 +17,7 @@ a lost packet has used the link's bandwidth. A Network removes itself on close()
 process does it if the owner dies without (SIGKILL): see start_reaper().
 """
 import itertools
+import json
 import os
 import shutil
 import signal
@@ -198,6 +199,15 @@ class Network:
                 errors.seek(0)
                 raise NetemError(f"murmur-delay in {ns} did not start: {errors.read().strip()}")
         self._iptables(ns, ["-A", "INPUT", "-i", "eth0", "-j", "NFQUEUE", "--queue-num", "0"])
+
+    def link_bytes(self):
+        """[(sent, received)] bytes of each peer over its link so far, headers and all, as its port
+        on the bridge counts them (the port receives what the peer sends); None once down."""
+        if self.hub not in self.created:
+            return None
+        stats = {i["ifname"]: i.get("stats64", {}) for i in
+                 json.loads(run(["ip", "-n", self.hub, "-s", "-j", "link", "show"], "reading link counters"))}
+        return [(stats[f"p{r}"]["rx"]["bytes"], stats[f"p{r}"]["tx"]["bytes"]) for r in range(self.n)]
 
     def down(self):
         """Kills what still runs inside and deletes the namespaces (idempotent, never raises)."""
