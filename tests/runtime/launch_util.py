@@ -221,3 +221,44 @@ def free_port():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+def torch_program(peer):
+    """The argv of tests/api/torch_peer.py (a PyTorch program that murmur's Python package
+    averages) for `-- PROGRAM` runs, or None where it cannot run: no python3-torch, or no package
+    in the build of `peer` (a sanitizer build has none)."""
+    package = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(peer))), "python", "murmur")
+    has_torch = subprocess.run(["/usr/bin/python3", "-c", "import torch"], capture_output=True).returncode == 0
+    if not (has_torch and os.path.exists(os.path.join(package, "__init__.py"))):
+        return None
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    return ["/usr/bin/python3", os.path.join(root, "tests", "api", "torch_peer.py"), "train"]
+
+
+def program_results(text):
+    """{rank: RESULT} of the torch_peer.py peers in a launcher's output."""
+    out = {}
+    for line in text.splitlines():
+        at = line.find("RESULT ")
+        if at >= 0:
+            r = json.loads(line[at + 7:])
+            out[r["rank"]] = r
+    return out
+
+
+def program_ok(text, out, n):
+    """"" when n torch_peer.py peers ended with one model (the exact average) and summary.json
+    holds them all, else what is wrong."""
+    got = program_results(text)
+    if sorted(got) != list(range(n)):
+        return f"results from ranks {sorted(got)}, want 0-{n - 1}"
+    if len({json.dumps(r["params"]) for r in got.values()}) != 1:
+        return f"the peers' models differ after the average: {[r['params'] for r in got.values()]}"
+    try:
+        with open(os.path.join(out, "summary.json")) as f:
+            s = json.load(f)
+    except (OSError, ValueError):
+        return "no summary.json"
+    if len(s["peers"]) != n or any(p.get("failed") for p in s["peers"]) or "average_model" not in s:
+        return f"summary peers {s['peers']}"
+    return ""

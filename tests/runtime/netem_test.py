@@ -10,6 +10,7 @@
    2x straggler): each peer listened on its namespace's 10.77 address, no rank sent faster than
    the link over the run, the bytes rank 0 (the one that waits on the link) sent over its
    communication time are within 25% of the link rate, summary.json has time_to_accuracy,
+   network.json has each link's bytes, at least murmur's own count,
    and no namespace of the run is left;
 3. a partition: 3 peers (D-PSGD on a ring, run.on_peer_failure: continue); once they train, the
    test takes rank 2's link down at the bridge. Both sides notice within the peer timeout, drop
@@ -137,6 +138,13 @@ def launch_two_peers(peer, tmp):
     t = s.get("time_to_accuracy") or {}
     check(t.get("target") == 0.3 and t.get("time_s") is not None and t.get("bytes_sent", 0) > 0,
           f"summary.json has time_to_accuracy {t}")
+    # network.json: each peer's bytes over its link as the bridge counted them: at least what
+    # murmur counted of its messages (headers and acknowledgements on top).
+    with open(os.path.join(out, "network.json")) as f:
+        links = json.load(f)["peers"]
+    for peer_summary, link in zip(s["peers"], links):
+        check(link["link_bytes_sent"] >= peer_summary["bytes_sent"] > 0,
+              f"rank {link['rank']}: {link['link_bytes_sent']} bytes over its link, murmur sent {peer_summary['bytes_sent']}")
     last = {}
     for rank in range(2):
         with open(os.path.join(out, f"rank{rank}", "metrics.jsonl")) as f:

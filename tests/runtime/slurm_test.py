@@ -37,7 +37,8 @@ sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(ROOT, "tools"))
 from murmur_cluster import slurm_conf  # noqa: E402
 from launch_util import (LONG_RUN, Checks, Launched, environ_of, excerpt, free_port, peers_of, print_logs,  # noqa: E402
-                         result, ring_config, small_sweep, small_sweep_rows, wait_gone, wait_training)
+                         program_ok, result, ring_config, small_sweep, small_sweep_rows, torch_program, wait_gone,
+                         wait_training)
 
 CONFIG = ring_config("slurm")
 DAEMONS = ("/usr/sbin/munged", "/usr/sbin/slurmctld", "/usr/sbin/slurmd")
@@ -146,6 +147,19 @@ def run_all(d, cluster, peer):
         check(len(s["peers"]) == 4 and "average_model" in s and not any(p.get("failed") for p in s["peers"]),
               f"salloc -n 4: summary peers {s['peers']}")
     print(f"slurm_test: salloc -n 4, 4 peers: {time.time() - t0:.1f} s", flush=True)
+
+    # 1b. A PyTorch program instead of murmur-peer (-- PROGRAM), each task of srun one peer.
+    program = torch_program(peer)
+    if program is None:
+        print("slurm_test: no PyTorch program run (no python3-torch, or no Python package in this build)")
+    else:
+        out = os.path.join(d, "program")
+        t0 = time.time()
+        p = salloc(cluster, 4, base + ["-n", "4", "--out", out, "--"] + program)
+        text = p.finish(180)
+        wrong = program_ok(text, out, 4)
+        check(p.returncode == 0 and not wrong, f"-- PROGRAM under salloc: exit {p.returncode}, {wrong}:\n{excerpt(text)}")
+        print(f"slurm_test: a PyTorch program, salloc -n 4: {time.time() - t0:.1f} s", flush=True)
 
     # 2. The allocation decides the size; -n beyond it is refused.
     out = os.path.join(d, "two")

@@ -31,8 +31,8 @@ SECRET = "5ec7e7" * 8
 sys.path.insert(0, os.path.join(ROOT, "tools"))
 sys.path.insert(0, HERE)
 import murmur_ssh  # noqa: E402
-from launch_util import (LONG_RUN, Checks, Launched, environ_of, excerpt, free_port, peers_of, result,  # noqa: E402
-                         ring_config, wait_gone, wait_training)
+from launch_util import (LONG_RUN, Checks, Launched, environ_of, excerpt, free_port, peers_of, program_ok,  # noqa: E402
+                         result, ring_config, torch_program, wait_gone, wait_training)
 
 CONFIG = ring_config("ssh")
 
@@ -202,6 +202,19 @@ def run_all(d, sshd, peer):
                 got = {k: e.get(k) for k in want}
                 check(got == want, f"rank {r}'s environment: {got}, want {want}")
                 check("SSH_CONNECTION" in e, f"rank {r} did not run under sshd")
+
+    # 1b. A PyTorch program instead of murmur-peer (-- PROGRAM): the config, the --set list and
+    # PYTHONPATH reach the remote peers through ssh's stdin, and they average one model.
+    program = torch_program(peer)
+    if program is None:
+        print("ssh_test: no PyTorch program run (no python3-torch, or no Python package in this build)")
+    else:
+        t0 = time.time()
+        p, out = launch(d, "program", peer, hostfile, ssh + ["--"] + program, env=env)
+        text = p.finish(180)
+        wrong = program_ok(text, out, 4)
+        check(p.returncode == 0 and not wrong, f"-- PROGRAM over ssh: exit {p.returncode}, {wrong}:\n{excerpt(text)}")
+        print(f"ssh_test: a PyTorch program, 2 hosts x 2 peers over ssh in {time.time() - t0:.1f} s", flush=True)
 
     # 2 and 3. The launcher killed, or interrupted: every remote peer checkpoints and stops.
     long_run = ssh + LONG_RUN
