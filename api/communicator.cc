@@ -121,6 +121,15 @@ struct Communicator::Impl {
     if (!params) throw Error(fmt::format("{}: attach() the parameters first", what));
   }
 
+  // Device parameters on a stream of murmur's own: its ops must be done before the program's
+  // kernels, on their stream, read the parameters again. (On the program's stream,
+  // Options::cuda_stream, they are ordered already.)
+  void settle() {
+    if (params && !params->device().host_memory() && options.cuda_stream == nullptr) {
+      params->device().synchronize();
+    }
+  }
+
   // An averaging in flight must land before the program (or a primitive) uses the transport.
   // After average() nothing is in flight, and the algorithm must not write its model (push-sum's
   // x / w) over the average.
@@ -242,6 +251,7 @@ void Communicator::after_step(std::int64_t step, double loss, std::int64_t sampl
     }
     m.params->scatter();
     m.take_comm_stats();
+    m.settle();
   }
   if (!std::isnan(loss)) {
     m.window_loss += loss;
@@ -258,6 +268,7 @@ void Communicator::flush() {
   if (!m.dist || !m.params || m.averaged) return;
   m.flush();
   m.params->scatter();
+  m.settle();
 }
 
 void Communicator::log_eval(const Evaluation& e, double epoch) {
@@ -295,6 +306,7 @@ Average Communicator::average() {
   m.dist->debiased(m.params->arena());
   const runtime::FinalAverage avg = m.dist->average(m.params->arena());
   m.params->scatter();
+  m.settle();
   m.take_comm_stats();
   m.stats.comm_s += t.seconds();
   a.consensus_distance = avg.consensus_distance;
