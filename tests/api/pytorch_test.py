@@ -27,7 +27,7 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, os.path.join(ROOT, "tests", "runtime"))
-from launch_util import Checks, Launched, excerpt, has_stepped  # noqa: E402
+from launch_util import Checks, Launched, excerpt, has_stepped, program_results as results  # noqa: E402
 
 LAUNCH = os.path.join(ROOT, "tools", "murmur-launch")
 PEER = os.path.join(HERE, "torch_peer.py")
@@ -41,16 +41,6 @@ def launch(peer, n, config, out, program, sets=(), timeout=240):
         cmd += ["--set", s]
     p = subprocess.run(cmd + ["--"] + program, capture_output=True, text=True, timeout=timeout)
     return p.returncode, p.stdout + p.stderr
-
-
-def results(text):
-    out = {}
-    for line in text.splitlines():
-        at = line.find("RESULT ")
-        if at >= 0:
-            r = json.loads(line[at + 7:])
-            out[r["rank"]] = r
-    return out
 
 
 def summary(out):
