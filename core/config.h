@@ -249,13 +249,19 @@ void describe(V& v, TransportConfig& c) {
 // An emulated network for runs on one machine (tools/murmur_netem, started by murmur-launch):
 // every peer in its own network namespace, its link shaped by tc. Strings are tc's spellings
 // ("1gbit", "100mbit", "5ms", "0.1%"); "" leaves that property unshaped. Stragglers (rank ->
-// factor f) are the peers' own business: such a peer sleeps (f - 1) x its compute time per step.
+// factor f) compute f times slower (runtime/step_hook.h): in "quota" mode murmur-launch gives
+// every local peer a CPU quota of its share of the cores (cgroups) and a straggler 1/f of that;
+// in "sleep" mode a straggler sleeps (f - 1) x its compute time per step (and its sleep hands the
+// cores to the others). straggler_steps [from, to] makes them slow from step `from` up to, not
+// including, step `to` (steps count from 1); empty: the whole run.
 struct NetworkConfig {
   std::string bandwidth;          // per peer and direction, e.g. "1gbit"
   std::string latency;            // one-way delay between two peers, e.g. "5ms"
   std::string jitter;             // +- around the latency, e.g. "1ms"
   std::string loss;               // per direction, e.g. "0.1%"
   std::map<int, double> stragglers;  // rank -> compute slow-down factor (>= 1)
+  std::string straggler_mode = "quota";  // quota, or sleep
+  std::vector<int> straggler_steps;      // [from, to]: a straggler that comes and goes
 };
 template <class V>
 void describe(V& v, NetworkConfig& c) {
@@ -264,6 +270,8 @@ void describe(V& v, NetworkConfig& c) {
   v("jitter", c.jitter);
   v("loss", c.loss);
   v("stragglers", c.stragglers, Range{1, 1e6});
+  v("straggler_mode", c.straggler_mode);
+  v("straggler_steps", c.straggler_steps, Range{0, 2e9});
 }
 
 struct TopologyConfig {

@@ -416,6 +416,14 @@ void network_is_emulable(const ExperimentConfig& c, Problems& problems) {
                                      c.world.size));
     }
   }
+  if (n.straggler_mode != "quota" && n.straggler_mode != "sleep") {
+    problems.push_back(fmt::format("network.straggler_mode: \"{}\" is neither quota nor sleep",
+                                   n.straggler_mode));
+  }
+  const std::vector<int>& w = n.straggler_steps;
+  if (!w.empty() && (w.size() != 2 || w[0] < 1 || w[1] <= w[0])) {
+    problems.push_back("network.straggler_steps: expected [from, to], steps 1 <= from < to");
+  }
 }
 
 using Rule = void (*)(const ExperimentConfig&, Problems&);

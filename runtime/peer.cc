@@ -485,7 +485,7 @@ PeerResult run_peer(const ExperimentConfig& config, const PeerOptions& options) 
   if (nn::cpu::compute_threads() != threads) nn::cpu::set_compute_threads(threads);
   std::filesystem::create_directories(options.out / fmt::format("rank{}", rank));
   StepHooks hooks = options.hooks;
-  if (auto straggler = straggler_hook(config.network, rank)) hooks.push_back(std::move(straggler));
+  if (auto straggler = straggler_hook(config.network, rank, options.cpu_cgroup)) hooks.push_back(std::move(straggler));
   Trainer trainer(config, options, std::move(hooks));
   return trainer.run();
 }

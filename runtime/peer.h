@@ -32,6 +32,9 @@ struct PeerOptions {
   bool install_signal_handlers = true;
   // Called around every local step (fault injection; run_peer adds network.stragglers' own).
   StepHooks hooks;
+  // The cgroup murmur-launch put this peer in ($MURMUR_CPU_CGROUP; network.stragglers in quota
+  // mode), whose CPU quota a straggler's window switches. Empty: none.
+  std::filesystem::path cpu_cgroup;
 };
 
 // One evaluation of a peer's model: an eval line of its metrics.jsonl, an entry of its

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <filesystem>
 #include <memory>
 #include <vector>
 
@@ -25,8 +26,13 @@ class StepHook {
 
 using StepHooks = std::vector<std::shared_ptr<StepHook>>;
 
-// network.stragglers for `rank`: a peer with factor f computes f times slower than it could (it
-// sleeps (f - 1) x its compute time after each step). nullptr for a rank that is no straggler.
-std::shared_ptr<StepHook> straggler_hook(const NetworkConfig& network, int rank);
+// network.stragglers for `rank`: a peer with factor f computes f times slower than it could, for
+// the whole run or network.straggler_steps. In sleep mode it sleeps (f - 1) x its compute time
+// after each such step. In quota mode murmur-launch made `cpu_cgroup` (the peer's own cgroup,
+// $MURMUR_CPU_CGROUP) with 1/f of the peer's share of the cores, or its whole share when a window
+// is set, which the hook then switches between steps. nullptr when there is nothing to do per
+// step; throws ConfigError for a straggler in quota mode without a cgroup.
+std::shared_ptr<StepHook> straggler_hook(const NetworkConfig& network, int rank,
+                                         const std::filesystem::path& cpu_cgroup);
 
 }  // namespace murmur::runtime

@@ -174,6 +174,7 @@ int main(int argc, char** argv) {
     // Fault injection for tests and experiments (MURMUR_FAULT_KILL, MURMUR_FAULT_STALL): read
     // here, at the edge, and handed to the peer as step hooks.
     options.hooks = murmur::runtime::fault_hooks_from_env(config.world.rank);
+    if (const char* cgroup = std::getenv("MURMUR_CPU_CGROUP")) options.cpu_cgroup = cgroup;
     // Every peer removes its own result.json of an earlier run before the start, which the
     // peers take together (Distributed::agree_start).
     murmur::runtime::open_run_directory(config, options.out);

@@ -94,6 +94,12 @@ int main(int argc, char** argv) {
     config.world.rank = -1;
     config.transport.backend = "inproc";
     config.run.threads = 1;  // one compute thread per peer: the peers are the parallelism
+    // Threads of one process share one cgroup: a CPU quota cannot single one out.
+    if (!config.network.stragglers.empty() && config.network.straggler_mode == "quota") {
+      std::fprintf(stderr, "murmur-sim: network.stragglers: the peers are threads of one process, "
+                           "so stragglers sleep (network.straggler_mode: sleep)\n");
+      config.network.straggler_mode = "sleep";
+    }
     runtime::check_config(config);
     init_logging("sim", log_level);
     // Process-wide: set once here; each run_peer sets the same value again (threads = 1).

@@ -66,6 +66,14 @@ TEST_CASE("network: bad values are one clear error each", "[config][netem]") {
   CHECK(error_of("network: {loss: 1}\n").find("network.loss") != std::string::npos);
   CHECK(error_of("network: {bandwidth: 100mbit, latency: 0.1ms, jitter: 20us, loss: 0.5%}\n").empty());
   CHECK(error_of("eval: {target_accuracy: 0.87}\n").empty());
+  CHECK(error_of("network: {straggler_mode: nap}\n")
+            .find("network.straggler_mode: \"nap\" is neither quota nor sleep") != std::string::npos);
+  for (const char* steps : {"[5]", "[0, 5]", "[5, 5]", "[6, 5]", "[1, 2, 3]"}) {
+    CHECK(error_of(std::string("network: {straggler_steps: ") + steps + "}\n")
+              .find("network.straggler_steps: expected [from, to]") != std::string::npos);
+  }
+  CHECK(error_of("world: {size: 2}\nnetwork: {stragglers: {1: 2}, straggler_mode: sleep, straggler_steps: [10, 20]}\n")
+            .empty());
   CHECK_THROWS_WITH(load_config_string("eval: {target_accuracy: 87}\n", "net.yaml"),
                     Catch::Contains("out of range"));
 }

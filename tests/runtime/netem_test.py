@@ -7,7 +7,7 @@
    2 peers (D-PSGD) across 20 ms latency, 5 ms jitter and 1% loss finish, and each step's
    exchange takes at least one 20 ms one-way trip;
 2. tools/murmur-launch runs 2 peers across a 10 Mbit/s link (D-PSGD, synthetic data, rank 1 a
-   2x straggler): each peer listened on its namespace's 10.77 address, no rank sent faster than
+   2x straggler, its CPU quota's cgroup joined before its namespace): each peer listened on its namespace's 10.77 address, no rank sent faster than
    the link over the run, the bytes rank 0 (the one that waits on the link) sent over its
    communication time are within 25% of the link rate, summary.json has time_to_accuracy,
    network.json has each link's bytes, at least murmur's own count,
@@ -130,7 +130,7 @@ def launch_two_peers(peer, tmp):
         fail(f"murmur-launch over the emulated network exited {p.returncode}:\n{p.stdout[-3000:]}\n{p.stderr}")
     check(True, "murmur-launch over the emulated network exits 0")
     check("emulated network: 2 namespaces" in p.stdout, "murmur-launch says it made the network")
-    check("straggler: computes 2x slower" in p.stdout, "rank 1 says it is a straggler")
+    check("rank 1: straggler: 1/2 of its CPU share" in p.stdout, "rank 1 says it is a straggler (a CPU quota)")
     addresses = "".join(open(f).read() for f in glob.glob(os.path.join(out, "rendezvous", "*")))
     check("10.77.0.1" in addresses and "10.77.0.2" in addresses, "the peers published their namespaces' addresses")
     with open(os.path.join(out, "summary.json")) as f:
