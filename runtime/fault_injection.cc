@@ -22,6 +22,7 @@ namespace {
 constexpr const char* kKill = "MURMUR_FAULT_KILL";
 constexpr const char* kStall = "MURMUR_FAULT_STALL";
 constexpr const char* kFreeze = "MURMUR_FAULT_FREEZE";
+constexpr const char* kStepMs = "MURMUR_FAULT_STEP_MS";
 
 // The items of `spec` ("a:b[,a:b...]", each of `fields` whole numbers) whose first field is
 // `rank`, without it; the last one wins. Throws ConfigError naming `variable` and the form.
@@ -165,8 +166,33 @@ StepHooks fault_hooks(std::string_view kill_spec, std::string_view stall_spec,
   return hooks;
 }
 
+namespace {
+class StepFloor final : public StepHook {
+ public:
+  explicit StepFloor(std::chrono::milliseconds floor) : floor_(floor) {}
+  void after_compute(std::int64_t, double compute_s) override {
+    std::this_thread::sleep_for(floor_ - std::chrono::duration<double>(compute_s));
+  }
+
+ private:
+  std::chrono::milliseconds floor_;
+};
+}  // namespace
+
+std::shared_ptr<StepHook> fault_step_floor(std::string_view spec) {
+  if (spec.empty()) return nullptr;
+  int ms = 0;
+  auto [end, ec] = std::from_chars(spec.data(), spec.data() + spec.size(), ms);
+  if (ec != std::errc() || end != spec.data() + spec.size() || ms < 1 || ms > 60000) {
+    throw ConfigError(fmt::format("{}={}: expected a whole number of milliseconds, 1 to 60000", kStepMs, spec));
+  }
+  return std::make_shared<StepFloor>(std::chrono::milliseconds(ms));
+}
+
 StepHooks fault_hooks_from_env(int rank) {
-  return fault_hooks(env(kKill), env(kStall), env(kFreeze), rank);
+  StepHooks hooks = fault_hooks(env(kKill), env(kStall), env(kFreeze), rank);
+  if (auto floor = fault_step_floor(env(kStepMs))) hooks.push_back(std::move(floor));
+  return hooks;
 }
 
 }  // namespace murmur::runtime

@@ -10,6 +10,10 @@
 // - MURMUR_FAULT_FREEZE="rank:step:ms[,...]" makes that rank SIGSTOP its whole process after that
 //   step, transport and heartbeats included, and a child it forked first SIGCONTs it `ms` later:
 //   a frozen or swapped-out process, as `kill -STOP` from outside would, at a known step.
+// - MURMUR_FAULT_STEP_MS="ms": every step of the peer takes at least `ms` (its training thread
+//   sleeps what its compute left of them): a pace that does not depend on the machine's load, for
+//   tests whose timing is counted in steps (a rejoin's join step lies the peers' fastest pace
+//   times a peer timeout ahead, and must fall inside the run).
 #pragma once
 
 #include <chrono>
@@ -54,6 +58,9 @@ void freeze_self(int rank, const FaultStall& freeze);
 // and MURMUR_FAULT_FREEZE (`freeze_spec`) ask for. Throws ConfigError as the parsers do.
 StepHooks fault_hooks(std::string_view kill_spec, std::string_view stall_spec,
                       std::string_view freeze_spec, int rank);
+// The floor on each step's time that MURMUR_FAULT_STEP_MS (`spec`) asks for; nullptr for "".
+// Throws ConfigError naming the variable for anything but a whole number of 1 to 60000 ms.
+std::shared_ptr<StepHook> fault_step_floor(std::string_view spec);
 // The same from the environment (murmur-peer's main calls this; nothing else reads it).
 StepHooks fault_hooks_from_env(int rank);
 

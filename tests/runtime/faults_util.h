@@ -106,14 +106,19 @@ struct RejoinRun {
 // With `second_dead` (a rank), that rank is killed too, at the same step, and stays dead: the
 // restarted rank 2 meets the other two and rejoins; what the final average holds is left to the
 // caller.
+// With `step_ms`, every step of every peer takes at least that long (MURMUR_FAULT_STEP_MS), so
+// that the join step, the peers' fastest pace times a peer timeout ahead, falls inside the run
+// whatever the machine's load.
 inline RejoinRun check_rejoin(const std::string& algorithm, const std::string& backend,
-                              int epochs = 400, int timeout_s = 150, int second_dead = -1) {
+                              int epochs = 400, int timeout_s = 150, int second_dead = -1,
+                              int step_ms = 0) {
   const SyntheticRun run;
   const auto& config = run.config;
   const auto& out = run.out;
   // The restarted peer is started by hand, as a user would on one host: MURMUR_LOCAL_SIZE says
   // the whole world is here, so transport.host: auto keeps it on loopback like the others.
-  const std::string secret = "env MURMUR_SECRET=faults-test-secret MURMUR_LOCAL_SIZE=4 ";
+  const std::string floor = step_ms > 0 ? "MURMUR_FAULT_STEP_MS=" + std::to_string(step_ms) + " " : "";
+  const std::string secret = "env MURMUR_SECRET=faults-test-secret MURMUR_LOCAL_SIZE=4 " + floor;
   // Long enough (400 epochs: 12800 steps) that the others are still training when rank 2,
   // killed after step 300, has been restarted: a restart takes a second or two, the whole run
   // about 10 s over tcp here.
@@ -133,7 +138,7 @@ inline RejoinRun check_rejoin(const std::string& algorithm, const std::string& b
     restart_output = r.output;
     restart_code = r.exit_code;
   });
-  auto r = launch4("MURMUR_SECRET=faults-test-secret MURMUR_FAULT_KILL=" + kill, config, sets,
+  auto r = launch4(floor + "MURMUR_SECRET=faults-test-secret MURMUR_FAULT_KILL=" + kill, config, sets,
                    out, timeout_s);
   killer.join();
   INFO(r.output << "\n--- restarted rank 2 ---\n" << restart_output);
