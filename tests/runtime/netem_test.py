@@ -15,7 +15,8 @@
 3. a partition: 3 peers (D-PSGD on a ring, run.on_peer_failure: continue); once they train, the
    test takes rank 2's link down at the bridge. Both sides notice within the peer timeout, drop
    the other from their mixing weights and finish: ranks 0 and 1 together, rank 2 alone;
-4. murmur-launch SIGKILLed mid-run: its reaper removes the namespaces and kills the peers;
+4. murmur-launch SIGKILLed mid-run: its reaper removes the namespaces, kills the peers and
+   removes their CPU-quota cgroups;
 5. not root: a clear error (when setpriv can drop root).
 """
 import argparse
@@ -238,6 +239,13 @@ def killed_launcher(peer, tmp):
     alive = [pid for pid in peers if os.path.exists(f"/proc/{pid}") and
              "Z" not in open(f"/proc/{pid}/stat").read().split()[2]]
     check(not alive, f"and killed the peers inside ({len(peers)} found before)")
+    # Rank 1 is a straggler (network.stragglers): the peers ran in CPU-quota cgroups, which go too.
+    from murmur_netem import cpu_quota
+    root = cpu_quota.hierarchy()[1]
+    while time.time() < deadline and any(d.startswith(f"murmur-{p.pid}-") for d in os.listdir(root)):
+        time.sleep(0.2)
+    check(not any(d.startswith(f"murmur-{p.pid}-") for d in os.listdir(root)),
+          "and removed the peers' CPU-quota cgroups")
 
 
 def not_root():

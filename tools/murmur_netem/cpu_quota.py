@@ -10,7 +10,8 @@ between steps (runtime/straggler.cc), through $MURMUR_CPU_CGROUP.
 
 cgroup v2 (cpu.max) where its hierarchy has the cpu controller, else v1 (cpu.cfs_quota_us), as on
 machines whose v2 hierarchy has no cpu controller. Needs root. The cgroups go at down(); those of
-a run whose launcher died (SIGKILL) go at the next up() or `murmur-netem cleanup`.
+a run whose launcher died (SIGKILL) go with an emulated network's reaper, else at the next up()
+or `murmur-netem cleanup`.
 
 A peer joins its cgroup before it enters an emulated network's namespace: `ip netns exec` mounts
 a fresh /sys, without the cgroup filesystem. A peer there that switches its own quota (a window)
