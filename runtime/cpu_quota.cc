@@ -4,6 +4,7 @@
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <utility>
 
 #include <fmt/format.h>
 #include <fmt/std.h>
@@ -28,6 +29,15 @@ void write_text(const std::filesystem::path& file, const std::string& text) {
   if (!out) throw IoError(fmt::format("cannot write \"{}\" to {}", text, file));
 }
 
+// v2's cpu.max: "QUOTA PERIOD", QUOTA a number of microseconds or "max".
+std::pair<std::string, double> read_max(const std::filesystem::path& dir) {
+  std::istringstream in(read_text(dir / "cpu.max"));
+  std::string quota;
+  double period = 0;
+  in >> quota >> period;
+  return {quota, period};
+}
+
 }  // namespace
 
 CpuQuota::CpuQuota(std::filesystem::path dir) : dir_(std::move(dir)) {
@@ -39,10 +49,7 @@ CpuQuota::CpuQuota(std::filesystem::path dir) : dir_(std::move(dir)) {
 
 double CpuQuota::cores() const {
   if (v2_) {
-    std::istringstream in(read_text(dir_ / "cpu.max"));
-    std::string quota;
-    double period = 0;
-    in >> quota >> period;
+    const auto [quota, period] = read_max(dir_);
     if (quota == "max" || period <= 0) return 0;
     return std::stod(quota) / period;
   }
@@ -53,10 +60,7 @@ double CpuQuota::cores() const {
 
 void CpuQuota::set_cores(double cores) {
   if (v2_) {
-    std::istringstream in(read_text(dir_ / "cpu.max"));
-    std::string quota;
-    double period = 0;
-    in >> quota >> period;
+    const double period = read_max(dir_).second;
     const auto us = static_cast<std::int64_t>(std::max(1000.0, cores * period));
     write_text(dir_ / "cpu.max", fmt::format("{} {}", us, static_cast<std::int64_t>(period)));
     return;

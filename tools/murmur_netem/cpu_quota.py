@@ -15,7 +15,7 @@ or `murmur-netem cleanup`.
 
 A peer joins its cgroup before it enters an emulated network's namespace: `ip netns exec` mounts
 a fresh /sys, without the cgroup filesystem. A peer there that switches its own quota (a window)
-finds its cgroups through a bind mount of the run's, /run/murmur-cgroup-<pid>-<serial>
+finds its cgroups through a bind mount of the run's, /run/murmur-<pid>-<serial>-cgroups
 (visible_in_namespaces=True), which goes with them.
 Python standard library only.
 """
@@ -24,8 +24,9 @@ import os
 import subprocess
 import time
 
-PREFIX = "murmur-"
-VIEWS = "/run/murmur-cgroup-"  # bind mounts of a run's cgroups, for peers in network namespaces
+from .network import PREFIX, owner_alive
+
+VIEWS = "/run"  # VIEWS/<the run's cgroup>-cgroups: its bind mount, for peers in network namespaces
 PERIOD_US = 100_000
 MIN_QUOTA_US = 1000  # the kernel's floor
 _serial = itertools.count()
@@ -72,16 +73,6 @@ def hierarchy():
                      "and no cgroup2 mount lists cpu in its cgroup.controllers)")
 
 
-def _alive(pid):
-    try:
-        os.kill(pid, 0)
-        return True
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-
-
 def _remove(root, base):
     """Moves what still runs in `base`'s cgroups to the root one, then removes them (never raises)."""
     for sub in [os.path.join(base, d) for d in sorted(os.listdir(base)) if os.path.isdir(os.path.join(base, d))] + [base]:
@@ -99,13 +90,6 @@ def _remove(root, base):
                 time.sleep(0.05)
 
 
-def _owner(name, prefix):
-    try:
-        return int(name[len(prefix):].split("-")[0])
-    except ValueError:
-        return None
-
-
 def _unmount(view):
     subprocess.run(["umount", "-l", view], capture_output=True)
     try:
@@ -119,9 +103,9 @@ def cleanup(everything=False):
     mounts. Returns the cgroups' names."""
     for line in _read("/proc/self/mounts").splitlines():
         view = line.split()[1]
-        if view.startswith(VIEWS):
-            owner = _owner(view, VIEWS)
-            if owner is not None and (everything or not _alive(owner)):
+        name = os.path.basename(view)
+        if os.path.dirname(view) == VIEWS and name.startswith(PREFIX) and name.endswith("-cgroups"):
+            if everything or not owner_alive(name):
                 _unmount(view)
     try:
         _, root = hierarchy()
@@ -130,10 +114,7 @@ def cleanup(everything=False):
         return []
     removed = []
     for name in names:
-        owner = _owner(name, PREFIX)
-        if owner is None:
-            continue
-        if everything or not _alive(owner):
+        if everything or not owner_alive(name):
             _remove(root, os.path.join(root, name))
             removed.append(name)
     return removed
@@ -195,7 +176,7 @@ class CpuQuotas:
                     _write(os.path.join(self.dir(rank), "cpu.cfs_period_us"), str(PERIOD_US))
                     _write(os.path.join(self.dir(rank), "cpu.cfs_quota_us"), str(us))
             if self.visible_in_namespaces and self.window:
-                view = f"{VIEWS}{os.path.basename(self.base)[len(PREFIX):]}"
+                view = os.path.join(VIEWS, f"{os.path.basename(self.base)}-cgroups")
                 os.mkdir(view)
                 self.view = view
                 r = subprocess.run(["mount", "--bind", self.base, view], capture_output=True, text=True)
