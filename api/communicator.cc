@@ -139,6 +139,16 @@ struct Communicator::Impl {
     take_comm_stats();
   }
 
+  // A program's own collective needs the transport, which an asynchronous algorithm's responder
+  // holds from the first after_step() until average() (optimizers/adpsgd.h).
+  void check_transport_free(const char* what) const {
+    if (dist && !averaged && dist->averaging().in_flight()) {
+      throw Error(fmt::format("{}: not while algorithm {} runs (its responder uses the transport "
+                              "from the first after_step() until average())", what,
+                              config.algorithm.name));
+    }
+  }
+
   void log_step_line() {
     nlohmann::json line = {{"kind", "step"}, {"rank", rank()}, {"step", stats.step},
                            {"time_s", since_start.seconds()},
@@ -302,7 +312,7 @@ Average Communicator::average() {
   }
   const Stopwatch t;
   m.params->gather();
-  m.dist->flush();
+  m.dist->finish();
   m.dist->debiased(m.params->arena());
   const runtime::FinalAverage avg = m.dist->average(m.params->arena());
   m.params->scatter();
@@ -333,6 +343,11 @@ void Communicator::finish(const Evaluation& average_model) {
   r.comm_s = m.stats.comm_s;
   r.wait_s = m.stats.wait_s;
   r.stopped_early = runtime::stop_requested();
+  if (m.dist) {
+    if (const auto report = m.dist->averaging().exchange_report()) {
+      r.exchanges = runtime::exchange_json(*report);
+    }
+  }
   if (m.transport) {
     r.backend = m.transport->name();
     r.bytes_sent = m.transport->bytes_sent();
@@ -378,6 +393,7 @@ void Communicator::neighbor_average(Buffer x) {
   const std::int64_t round = m.collective_round++;
   if (!m.transport) return;
   m.flush();
+  m.check_transport_free("neighbor_average");
   api::neighbor_average(*m.transport, m.devices, x, m.config, round);
 }
 
@@ -386,6 +402,7 @@ void Communicator::allreduce(Buffer x, bool mean) {
   const std::int64_t round = m.collective_round++;
   if (!m.transport) return;
   m.flush();
+  m.check_transport_free("allreduce");
   api::allreduce(*m.transport, m.devices, x, mean, m.config, round);
 }
 

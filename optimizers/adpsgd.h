@@ -1,58 +1,24 @@
 // AD-PSGD (`adpsgd`, Lian et al. 2018, "Asynchronous Decentralized Parallel Stochastic Gradient
-// Descent"): pairwise averaging x_i, x_j <- (x_i + x_j) / 2 with one neighbor at a time, run on
-// a communication thread so a peer never waits for a slow neighbor beyond the one exchange in
-// flight. The pairs of round t are a matching of the topology's graph (edges taken both ways)
-// drawn from (seed, t), so every peer derives the same pairs without a coordinator. The
-// average of a round is computed on the snapshots sent and added one step later as a
-// difference, which keeps the sum over peers exact. A partner that does not take part (the
-// Neighborhood dropped it) is skipped: this peer sits the round out. Not thread-safe.
+// Descent") as the paper runs it: every peer steps at its own pace and nobody waits for a slow
+// one. The graph is split into actives and passives (adpsgd_wire.h's split_roles, the paper's
+// section 5). After each local step (every algorithm.local_steps), an active peer whose last
+// exchange is done picks a uniformly random passive neighbor and, on its communication thread,
+// sends it its model; the passive's responder thread, which serves requests while its peer
+// computes, answers with its own model and takes the average; the active adds the average when
+// the reply has landed, at a later step, without ever blocking its training on it. Each exchange
+// is atomic: both end with (x_i + x_j) / 2 of the values each held when it began (a passive
+// serves one request at a time; an active has one in flight and is never asked), plus the local
+// steps each took meanwhile (the paper's update order: the gradient of the value read before).
+// A passive's responder works on a published copy of its model (refreshed after each step) and
+// a delta the training thread adds at its next step, so the training thread's parameters are
+// written by that thread alone. A partner lost mid-exchange leaves this side as it was.
+// Runs on host memory. Thread-compatible, like every Averaging; the responder is internal.
 #pragma once
 
-#include <cstdint>
-#include <memory>
-#include <vector>
-
 #include "optimizers/algorithm.h"
-#include "optimizers/comm_thread.h"
-#include "optimizers/recv_slots.h"
-#include "topology/graph.h"
-#include "transport/tag.h"
 
 namespace murmur::optimizers {
 
-// The partner of `rank` in round `round` (-1 if it sits out): a maximal matching of g's edges
-// (both directions), greedy over ranks in an order drawn from (seed, round), each unmatched rank
-// taking a uniformly drawn unmatched neighbor. Pure: every rank computes the same matching.
-int pairwise_partner(const topology::Graph& g, std::uint64_t seed, std::int64_t round, int rank);
-
 extern const AlgorithmInfo kAdpsgd;
-
-class Adpsgd final : public Averaging {
- public:
-  explicit Adpsgd(const AveragingContext& ctx);
-  ~Adpsgd() override;
-  void after_step(std::int64_t step) override;
-  void flush() override;
-  bool in_flight() const override { return pending_; }
-
- private:
-  void apply_pending();
-
-  membership::Neighborhood& hood_;
-  device::Device& device_;
-  std::span<float> params_;
-  const TopologyConfig& topology_;
-  std::uint64_t seed_;
-  int local_steps_;
-  unsigned purpose_;
-  transport::TagLayout layout_;
-  device::Array snapshot_;
-  std::unique_ptr<transport::Region> snapshot_region_;
-  RecvSlots slots_;
-  int partner_ = -1;  // of the exchange in flight
-  bool got_ = false;  // whether the partner's snapshot arrived
-  bool pending_ = false;
-  std::unique_ptr<CommThread> comm_;  // last: its job uses the members above
-};
 
 }  // namespace murmur::optimizers

@@ -35,6 +35,9 @@ struct AlgorithmInfo {
   GraphNeeds needs = GraphNeeds::kNone;
   bool static_graph_only = false;  // the neighbor sums assume one fixed W (CHOCO)
   bool overlaps = false;           // overlaps its exchange with the next step (accepts overlap)
+  // Serves its neighbors' requests on a thread of its own from the first step to finish(): the
+  // Transport is the algorithm's until then (no program collectives in between, no rejoins).
+  bool asynchronous = false;
   bool compresses = false;         // accepts algorithm.compressor
   RejoinPolicy rejoins = RejoinPolicy::kNone;
   bool device = true;              // runs on GPU memory through the op table

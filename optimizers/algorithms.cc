@@ -17,6 +17,7 @@
 #include "optimizers/hierarchical.h"
 #include "optimizers/local_sgd.h"
 #include "optimizers/no_averaging.h"
+#include "optimizers/pairwise.h"
 #include "optimizers/sgp.h"
 #include "topology/mixing.h"
 #include "topology/schedule.h"
@@ -26,7 +27,7 @@ namespace murmur::optimizers {
 namespace {
 
 const AlgorithmInfo* const kAlgorithms[] = {
-    &kNoAveraging, &kAllreduce, &kDpsgd, &kSgp, &kAdpsgd, &kLocalSgd, &kDiloco, &kChoco,
+    &kNoAveraging, &kAllreduce, &kDpsgd, &kSgp, &kAdpsgd, &kLocalSgd, &kDiloco, &kChoco, &kPairwise,
 };
 static_assert(std::size(kAlgorithms) <= transport::purpose::kCount - transport::purpose::kFirstAlgorithm);
 

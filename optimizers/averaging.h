@@ -11,6 +11,7 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <span>
 #include <string>
 #include <utility>
@@ -30,6 +31,27 @@ struct AveragingStats {
   double comm_s = 0;
   double wait_s = 0;
 };
+
+// What an asynchronous algorithm (adpsgd) saw of its exchanges since it started. staleness[a]
+// counts the exchanges whose two peers were `a` local steps apart when they averaged (the last
+// entry: that many or more); each exchange is counted by both its peers, `initiated` by one.
+struct ExchangeReport {
+  bool initiator = false;       // this peer starts exchanges (AD-PSGD's active side)
+  std::uint64_t exchanges = 0;  // averaged, on this side
+  std::uint64_t lost = 0;       // the partner was lost mid-exchange: this side left as it was
+  std::uint64_t refused = 0;    // malformed or out-of-order requests refused (a partner's, or ours)
+  std::vector<std::uint64_t> staleness;
+  // The first kTracedExchanges exchanges of this side, in the order it made them (tests replay
+  // them; the histogram above counts all).
+  struct Traced {
+    int partner = -1;
+    std::uint64_t sequence = 0;  // the n-th exchange between the two
+    std::int64_t step = 0, partner_step = 0;
+  };
+  std::vector<Traced> trace;
+};
+inline constexpr std::size_t kTracedExchanges = 1 << 16;
+inline constexpr std::size_t kStalenessBuckets = 65;  // 0..63 steps apart, and 64 or more
 
 // Everything an algorithm is built from. All references outlive the algorithm.
 struct AveragingContext {
@@ -56,6 +78,10 @@ class Averaging {
   // Completes everything in flight, so that params hold this peer's model (before evaluation,
   // a checkpoint, or the end of the run).
   virtual void flush() {}
+  // The end of training, before the final average: ends the algorithm's exchanges for good (an
+  // asynchronous one says so to its neighbors and serves them until they end too), so that
+  // params hold the model and nothing but the caller uses the Transport from then on.
+  virtual void finish() { flush(); }
 
   // The model to evaluate and checkpoint, written into `out` (device memory, params' size).
   // Push-sum keeps x/w; others return false: params already are the model. Called after flush().
@@ -71,6 +97,8 @@ class Averaging {
   virtual void restore_scalars(const std::map<std::string, std::string>& scalars) {}
 
   virtual AveragingStats take_stats() { return std::exchange(stats_, {}); }
+  // An asynchronous algorithm's count of its exchanges; nullopt for the others. Thread-safe.
+  virtual std::optional<ExchangeReport> exchange_report() const { return std::nullopt; }
 
   // The number this algorithm asks the Neighborhood about after `step`: the step for the gossip
   // algorithms and local_sgd, the round (step / H) for allreduce and diloco. A rejoin's join
@@ -78,7 +106,8 @@ class Averaging {
   virtual std::int64_t live_clock(std::int64_t step) const { return step; }
 
   // True while an exchange runs on the algorithm's communication thread (from after_step() until
-  // the next after_step() or flush() completes it): meanwhile that thread is the Transport's
+  // the next after_step() or flush() completes it; an asynchronous algorithm's responder, from
+  // the first after_step() until finish()): meanwhile that thread is the Transport's
   // only user, and the runtime must flush() before it touches the Transport itself.
   virtual bool in_flight() const { return false; }
 

@@ -183,6 +183,9 @@ class Trainer {
     result.comm_s = comm_s_;
     result.wait_s = wait_s_;
     if (dist_) {
+      if (const auto report = dist_->averaging().exchange_report()) {
+        result.exchanges = exchange_json(*report);
+      }
       result.backend = dist_->backend();
       result.bytes_sent = dist_->bytes_sent();
       result.bytes_received = dist_->bytes_received();
@@ -260,7 +263,7 @@ class Trainer {
   // distance. The peer's own parameters are left as they were.
   void final_average(PeerResult& result) {
     const auto t = Clock::now();
-    dist_->flush();
+    dist_->finish();
     dev().copy(saved_.span(), params_);
     dist_->debiased(params_);
     const FinalAverage avg = dist_->average(params_);

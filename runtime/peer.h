@@ -69,6 +69,8 @@ struct PeerResult {
   double consensus_distance = 0;
   double compute_s = 0, comm_s = 0, wait_s = 0;
   std::vector<EvalPoint> evals;  // this run's evaluations (a resumed run's since the resume)
+  // An asynchronous algorithm's exchanges (summary.h's exchange_json), else null.
+  nlohmann::json exchanges;
   // At the lowest rank of the final average only: every averaged rank's result.json (its own
   // too), gathered over the transport (result_gather.h); the other ranks, and simulations
   // (PeerOptions::transport), leave it empty.

@@ -139,6 +139,50 @@ nlohmann::json time_to_accuracy_json(const TimeToAccuracy& t) {
   return j;
 }
 
+nlohmann::json exchange_json(const optimizers::ExchangeReport& r) {
+  std::vector<std::uint64_t> h = r.staleness;
+  while (!h.empty() && h.back() == 0) h.pop_back();
+  return {{"initiator", r.initiator}, {"made", r.exchanges}, {"lost", r.lost},
+          {"refused", r.refused}, {"staleness", h}};
+}
+
+nlohmann::json merge_exchanges(const std::vector<nlohmann::json>& peers) {
+  std::vector<std::uint64_t> h;
+  std::uint64_t made = 0, lost = 0, refused = 0;
+  bool any = false;
+  for (const nlohmann::json& p : peers) {
+    const auto it = p.find("exchanges");
+    if (it == p.end() || !it->is_object()) continue;
+    any = true;
+    lost += it->value("lost", std::uint64_t{0});
+    refused += it->value("refused", std::uint64_t{0});
+    if (!it->value("initiator", false)) continue;
+    made += it->value("made", std::uint64_t{0});
+    const auto s = it->find("staleness");
+    if (s == it->end() || !s->is_array()) continue;
+    if (h.size() < s->size()) h.resize(s->size(), 0);
+    for (std::size_t a = 0; a < s->size(); ++a) {
+      if ((*s)[a].is_number_unsigned()) h[a] += (*s)[a].get<std::uint64_t>();
+    }
+  }
+  if (!any) return nullptr;
+  std::uint64_t total = 0;
+  for (const auto c : h) total += c;
+  // The smallest staleness with at least q of the exchanges at or below it.
+  const auto quantile = [&](double q) -> nlohmann::json {
+    if (total == 0) return nullptr;
+    std::uint64_t seen = 0;
+    for (std::size_t a = 0; a < h.size(); ++a) {
+      seen += h[a];
+      if (static_cast<double>(seen) >= q * static_cast<double>(total)) return a;
+    }
+    return h.size() - 1;
+  };
+  return {{"made", made}, {"lost", lost}, {"refused", refused}, {"staleness", h},
+          {"staleness_p50", quantile(0.5)}, {"staleness_p99", quantile(0.99)},
+          {"staleness_max", h.empty() ? nlohmann::json() : nlohmann::json(h.size() - 1)}};
+}
+
 nlohmann::json peer_json(const PeerResult& r) {
   nlohmann::json j = {{"rank", r.rank},
           {"test_accuracy", r.test_accuracy},
@@ -160,6 +204,7 @@ nlohmann::json peer_json(const PeerResult& r) {
                      {"unix_s", e.unix_s}, {"bytes_sent", e.bytes_sent}});
   }
   j["evals"] = std::move(evals);
+  if (!r.exchanges.is_null()) j["exchanges"] = r.exchanges;
   if (r.has_average) {
     j["average_model"] = {{"test_accuracy", r.average_test_accuracy},
                           {"test_loss", r.average_test_loss},
@@ -183,6 +228,7 @@ bool well_typed(const nlohmann::json& r) {
   if (r.contains("stopped_early") && !r["stopped_early"].is_boolean()) return false;
   if (r.contains("backend") && !r["backend"].is_string()) return false;
   if (r.contains("evals") && !r["evals"].is_array()) return false;
+  if (r.contains("exchanges") && !r["exchanges"].is_object()) return false;
   if (r.contains("average_model")) {
     const nlohmann::json& a = r["average_model"];
     if (!a.is_object()) return false;
@@ -243,6 +289,7 @@ nlohmann::json make_summary(const ExperimentConfig& config, const std::vector<nl
     summary["average_model"] = *average;
     summary["consensus_distance"] = distance;
   }
+  if (nlohmann::json e = merge_exchanges(summary["peers"]); !e.is_null()) summary["exchanges"] = e;
   return summary;
 }
 

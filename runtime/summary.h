@@ -15,6 +15,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/config.h"
+#include "optimizers/averaging.h"
 #include "runtime/peer.h"
 
 namespace murmur::runtime {
@@ -41,6 +42,15 @@ std::vector<EvalPoint> read_eval_points(const std::filesystem::path& metrics_fil
 std::vector<EvalPoint> result_eval_points(const nlohmann::json& result);
 // {"target", "step", "time_s", "bytes_sent", "accuracy"}, the last four null when not reached.
 nlohmann::json time_to_accuracy_json(const TimeToAccuracy& t);
+
+// An asynchronous algorithm's report (optimizers/averaging.h) as result.json's "exchanges":
+// {"initiator", "made", "lost", "refused", "staleness": [count of exchanges 0, 1, ... steps apart,
+// the last bucket also counting more; trailing zeros cut]}.
+nlohmann::json exchange_json(const optimizers::ExchangeReport& r);
+// The run's "exchanges" from its peers': each exchange once (as its initiator counted it), the
+// losses and refusals of every side, and the staleness histogram with its median, 99th
+// percentile and largest bucket; null where no peer reported any.
+nlohmann::json merge_exchanges(const std::vector<nlohmann::json>& peers);
 
 // One peer's rank<r>/result.json.
 nlohmann::json peer_json(const PeerResult& r);

@@ -223,13 +223,13 @@ TEST_CASE("post-local SGD averages every step before switch_step, then every H",
   CHECK(r.error[1] / r.error[0] < 1e-6);
 }
 
-TEST_CASE("adpsgd pairwise gossip converges and keeps the mean", "[consensus]") {
+TEST_CASE("pairwise gossip in rounds converges and keeps the mean", "[consensus]") {
   const int n = GENERATE(8, 16, 64);
   CAPTURE(n);
   ConsensusRun run;
   run.ranks = n;
   run.topology = graph("exponential");
-  run.algorithm = algorithm("adpsgd");
+  run.algorithm = algorithm("pairwise");
   run.rounds = 80;
   auto r = run_consensus(run);
   INFO(r.failures);

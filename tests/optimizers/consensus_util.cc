@@ -6,6 +6,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <thread>
 
 #include "core/rng.h"
 #include "optimizers/averaging.h"
@@ -82,10 +83,11 @@ ConsensusResult run_consensus(const ConsensusRun& run) {
     };
     std::vector<double> out{distance()};
     for (int t = 1; t <= run.rounds; ++t) {
+      if (run.pause.count() > 0) std::this_thread::sleep_for(run.pause);
       averaging->after_step(t);
       out.push_back(distance());
     }
-    averaging->flush();
+    averaging->finish();  // flush(); an asynchronous algorithm also ends its exchanges
     out.push_back(distance());
     std::span<const float> z =
         averaging->debiased(model) ? std::span<const float>(model) : std::span<const float>(params);

@@ -5,6 +5,7 @@
 // ranks write their per-round distances to files in a fresh temp dir that the caller sums.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <span>
@@ -46,6 +47,9 @@ struct ConsensusRun {
   int rounds = 10;
   std::size_t dim = 1000;
   std::uint64_t seed = 7;
+  // Slept before each step: an asynchronous algorithm (adpsgd) averages while the step computes,
+  // and steps of no work would end the run before it exchanged much.
+  std::chrono::microseconds pause{0};
 };
 
 struct ConsensusResult {

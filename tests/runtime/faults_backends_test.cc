@@ -207,8 +207,8 @@ TEST_CASE("a killed sgp peer rejoins on every backend but tcp", "[faults][multip
   check_rdma_rejoin({"sgp --set topology.graph=one_peer_exponential", 300, 400});
 }
 
-TEST_CASE("a killed adpsgd peer rejoins on every backend but tcp", "[faults][multiproc]") {
-  check_rdma_rejoin({"adpsgd --set topology.graph=ring", 100, 400});
+TEST_CASE("a killed pairwise-gossip peer rejoins on every backend but tcp", "[faults][multiproc]") {
+  check_rdma_rejoin({"pairwise --set topology.graph=ring", 100, 400});
 }
 
 TEST_CASE("a killed local_sgd peer rejoins on every backend but tcp", "[faults][multiproc]") {

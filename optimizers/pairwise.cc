@@ -1,0 +1,117 @@
+#include "optimizers/pairwise.h"
+
+#include <algorithm>
+#include <numeric>
+
+#include "core/rng.h"
+#include "core/stopwatch.h"
+#include "optimizers/device_arrays.h"
+#include "optimizers/exchange.h"
+#include "topology/schedule.h"
+
+namespace murmur::optimizers {
+
+namespace {
+constexpr std::string_view kKeys[] = {"local_steps", "overlap"};
+}  // namespace
+
+const AlgorithmInfo kPairwise{
+    .name = "pairwise",
+    .summary = "pairwise gossip in rounds: AD-PSGD's averaging with one neighbor of a matching "
+               "per round, in lockstep, on a communication thread",
+    .needs = GraphNeeds::kAny,
+    .overlaps = true,  // always: its exchange runs on the communication thread
+    .rejoins = RejoinPolicy::kPerPair,
+    .keys = kKeys,
+    .make = [](const AveragingContext& c) -> std::unique_ptr<Averaging> {
+      return std::make_unique<Pairwise>(c);
+    }};
+
+int pairwise_partner(const topology::Graph& g, std::uint64_t seed, std::int64_t round, int rank) {
+  const int n = g.n;
+  std::vector<std::vector<int>> adj(n);
+  for (int i = 0; i < n; ++i) {
+    for (int j : g.out[i]) {
+      adj[i].push_back(j);
+      adj[j].push_back(i);
+    }
+  }
+  Rng rng = Rng(seed ^ 0xAD95D0ull).fork(static_cast<std::uint64_t>(round));
+  std::vector<int> order(n);
+  std::iota(order.begin(), order.end(), 0);
+  for (int i = n - 1; i > 0; --i) std::swap(order[i], order[rng.below(i + 1)]);
+  std::vector<int> partner(n, -1);
+  std::vector<int> free;
+  for (int i : order) {
+    if (partner[i] >= 0) continue;
+    free.clear();
+    for (int j : adj[i]) {
+      if (j != i && partner[j] < 0) free.push_back(j);
+    }
+    if (free.empty()) continue;
+    std::sort(free.begin(), free.end());
+    free.erase(std::unique(free.begin(), free.end()), free.end());
+    const int j = free[rng.below(free.size())];
+    partner[i] = j;
+    partner[j] = i;
+  }
+  return partner[rank];
+}
+
+Pairwise::Pairwise(const AveragingContext& ctx)
+    : hood_(ctx.hood),
+      device_(ctx.device),
+      params_(ctx.params),
+      topology_(ctx.topology),
+      seed_(ctx.seed),
+      local_steps_(ctx.algorithm.local_steps),
+      purpose_(ctx.purpose),
+      layout_(ctx.hood.transport()),
+      snapshot_(ctx.device.zeros(ctx.params.size())),
+      slots_(ctx.hood.transport(), ctx.device, ctx.params.size()),
+      comm_(std::make_unique<CommThread>()) {
+  snapshot_region_ = register_array(hood_.transport(), device_, snapshot_.span());
+  slots_.reserve(1);
+}
+
+Pairwise::~Pairwise() { comm_.reset(); }
+
+void Pairwise::after_step(std::int64_t step) {
+  if (step % local_steps_ != 0) return;
+  const std::int64_t round = step / local_steps_ - 1;
+  Stopwatch watch;
+  apply_pending();
+  const transport::Transport& t = hood_.transport();
+  partner_ = pairwise_partner(topology::graph_at(topology_, t.world_size(), seed_, round), seed_,
+                              round, t.rank());
+  if (partner_ >= 0 && !hood_.alive(partner_, step)) partner_ = -1;
+  if (partner_ >= 0) {
+    device_.copy(snapshot_.span(), params_);
+    pending_ = true;
+    const transport::Tag tag = layout_.make(purpose_, round);
+    comm_->start([this, tag] {
+      const int peer[1] = {partner_};
+      const transport::ByteRange all{0, params_.size_bytes()};
+      got_ = exchange(hood_, tag, *snapshot_region_, all, peer, slots_, peer)[0] != kLost;
+    });
+  }
+  stats_.comm_s += watch.seconds();
+}
+
+void Pairwise::apply_pending() {
+  if (!pending_) return;
+  stats_.wait_s += comm_->wait();
+  pending_ = false;
+  if (!got_) return;  // the partner was lost: this round is skipped
+  // Lian et al. 2018, Algorithm 1, line 6: x_i, x_j <- (x_i + x_j) / 2 on the values read at
+  // the exchange; the local step taken since is kept: x_i += (x_j' - x_i') / 2.
+  device_.add_scaled_diff(params_, 0.5f, slots_.slot(0), snapshot_.span());
+}
+
+void Pairwise::flush() {
+  Stopwatch watch;
+  apply_pending();
+  stats_.comm_s += watch.seconds();
+}
+
+}  // namespace murmur::optimizers

@@ -1,0 +1,335 @@
+// Asynchronous AD-PSGD (optimizers/adpsgd.h) over inproc threads: the active/passive split, the
+// wire checks, atomic exchanges under concurrent requests (the final models are exactly the
+// replay of the exchanges both sides logged), the sum kept through local steps, refusals of
+// malformed and replayed requests, and the staleness each side counts.
+#include <fmt/format.h>
+
+#include <catch2/catch.hpp>
+#include <chrono>
+#include <cmath>
+#include <map>
+#include <mutex>
+#include <thread>
+
+#include "core/rng.h"
+#include "optimizers/adpsgd_wire.h"
+#include "optimizers/algorithm.h"
+#include "tests/optimizers/consensus_util.h"
+#include "tests/transport/backends.h"
+#include "topology/graph.h"
+#include "transport/tag.h"
+
+namespace murmur::optimizers::testing {
+namespace {
+
+namespace tt = transport::testing;
+namespace wire = adpsgd_wire;
+
+topology::Graph graph_of(const std::string& name, int n) {
+  return topology::static_graph(graph(name), n);
+}
+
+TEST_CASE("adpsgd: actives and passives split the graph's edges", "[adpsgd]") {
+  SECTION("a ring of 8 is bipartite: even ranks ask, odd ones answer, every edge used") {
+    const auto r = wire::split_roles(graph_of("ring", 8));
+    CHECK(r.dropped_edges == 0);
+    for (int i = 0; i < 8; ++i) {
+      CHECK(r.active[i] == (i % 2 == 0));
+      CHECK(r.partners[i] == std::vector<int>{std::min((i + 7) % 8, (i + 1) % 8), std::max((i + 7) % 8, (i + 1) % 8)});
+    }
+  }
+  SECTION("a hypercube splits by the parity of the bits set") {
+    const auto r = wire::split_roles(graph_of("hypercube", 8));
+    CHECK(r.dropped_edges == 0);
+    for (int i = 0; i < 8; ++i) CHECK(r.active[i] == (__builtin_popcount(i) % 2 == 0));
+  }
+  SECTION("graphs that are not bipartite lose their edges within a colour, and stay connected") {
+    for (const auto& [name, n, dropped] : {std::tuple{"ring", 5, 1}, std::tuple{"complete", 8, 12},
+                                           std::tuple{"exponential", 8, 12}}) {
+      CAPTURE(name, n);
+      const auto r = wire::split_roles(graph_of(name, n));
+      CHECK(r.dropped_edges == dropped);
+      int actives = 0;
+      for (int i = 0; i < n; ++i) {
+        actives += r.active[i];
+        REQUIRE(!r.partners[i].empty());
+        for (int j : r.partners[i]) CHECK(r.active[j] != r.active[i]);
+      }
+      CHECK(actives == (n + 1) / 2);  // even ranks against odd ones
+    }
+  }
+}
+
+TEST_CASE("adpsgd: a message is checked before a byte of its model is used", "[adpsgd]") {
+  const std::size_t floats = 100;
+  std::vector<float> msg(wire::kHeaderFloats + floats);
+  for (std::size_t i = 0; i < floats; ++i) msg[wire::kHeaderFloats + i] = 0.5f * static_cast<float>(i);
+  const auto bytes = std::as_writable_bytes(std::span(msg));
+  const auto model = std::span<const float>(msg).subspan(wire::kHeaderFloats);
+  wire::seal(bytes, {wire::Kind::kRequest, 2, 0, 7, 1234}, model);
+  const wire::Expect ok{2, 7, floats, false};
+  std::string why;
+  auto h = wire::check(bytes, bytes.size(), ok, why);
+  REQUIRE(h);
+  CHECK(h->step == 1234);
+  CHECK(h->kind == wire::Kind::kRequest);
+
+  auto refused = [&](std::size_t got, wire::Expect e) {
+    why.clear();
+    CHECK(!wire::check(bytes, got, e, why));
+    return why;
+  };
+  CHECK_THAT(refused(bytes.size(), {3, 7, floats, false}), Catch::Contains("says it is from rank 2"));
+  CHECK_THAT(refused(bytes.size(), {2, 8, floats, false}), Catch::Contains("numbered 7 where 8 was due"));
+  CHECK_THAT(refused(bytes.size(), {2, 7, floats, true}), Catch::Contains("where a reply was due"));
+  CHECK_THAT(refused(bytes.size() - 4, ok), Catch::Contains("expected 432"));
+  CHECK_THAT(refused(10, ok), Catch::Contains("shorter than its 32-byte header"));
+  msg[wire::kHeaderFloats + 17] = 99;  // one float changed on the way
+  CHECK_THAT(refused(bytes.size(), ok), Catch::Contains("fails its CRC32C"));
+  msg[0] = 0;
+  CHECK_THAT(refused(bytes.size(), ok), Catch::Contains("without adpsgd's magic"));
+  // A goodbye is a header alone.
+  wire::seal(bytes, {wire::Kind::kBye, 2, 0, 7, 5}, {});
+  h = wire::check(bytes, wire::kHeaderBytes, ok, why);
+  REQUIRE(h);
+  CHECK(h->kind == wire::Kind::kBye);
+}
+
+struct PeerEnd {
+  std::vector<float> params;
+  ExchangeReport report;
+};
+
+// n ranks of adpsgd on `graph`, each taking `steps` steps with a random pause of up to
+// `pause_us` before each (actives then race one another to the same passives), adding
+// `update(rank, step, params)` first; then finish(). Returns each rank's end.
+std::vector<PeerEnd> run_async(int n, const std::string& graph_name, int steps, int pause_us,
+                               std::size_t dim,
+                               const std::function<void(int, int, std::vector<float>&)>& update,
+                               std::string& failures) {
+  std::vector<PeerEnd> ends(n);
+  std::mutex mu;
+  auto results = tt::run_ranks("inproc", n, [&](tt::RankContext& ctx) {
+    std::vector<float> params = initial_vector(7, ctx.rank(), dim);
+    TransportConfig tc;
+    tc.recv_timeout_ms = 20000;
+    auto built = build_averaging(ctx.transport(), device::cpu(), algorithm("adpsgd"),
+                                 graph(graph_name), tc, params, 7);
+    Rng rng = Rng(11).fork(static_cast<std::uint64_t>(ctx.rank()));
+    for (int t = 1; t <= steps; ++t) {
+      std::this_thread::sleep_for(std::chrono::microseconds(rng.below(pause_us + 1)));
+      if (update) update(ctx.rank(), t, params);
+      built.averaging->after_step(t);
+    }
+    built.averaging->finish();
+    const auto report = built.averaging->exchange_report();
+    MURMUR_CHECK(report.has_value());
+    std::lock_guard lock(mu);
+    ends[ctx.rank()] = {params, *report};
+  });
+  failures = tt::failures(results);
+  return ends;
+}
+
+TEST_CASE("adpsgd: exchanges are atomic under concurrent requests", "[adpsgd]") {
+  // The complete graph of 8: 4 actives ask 4 passives each, at random moments, so requests
+  // from several actives reach a passive at once while its training thread publishes. If each
+  // exchange is atomic, the final models are exactly what the exchanges give applied one at a
+  // time in an order both sides agree on: the replay below, in double, from the initial
+  // vectors and the two sides' logs. A half-written exchange (two averaged into one stale copy,
+  // an average lost to a publish) leaves a peer off by the order of the spread, 1e-1.
+  const int n = 8, steps = 300;
+  const std::size_t dim = 64;
+  std::string failures;
+  const auto ends = run_async(n, "complete", steps, 400, dim, nullptr, failures);
+  INFO(failures);
+  REQUIRE(failures.empty());
+
+  // Each exchange, as each side saw it: the active's (passive, sequence) is the passive's
+  // (active, sequence), with the steps the other way round.
+  std::map<std::tuple<int, int, std::uint64_t>, int> seen;  // (active, passive, seq) -> sides
+  std::uint64_t made = 0;
+  for (int r = 0; r < n; ++r) {
+    const auto& rep = ends[r].report;
+    REQUIRE(rep.trace.size() == rep.exchanges);
+    CHECK(rep.lost == 0);
+    CHECK(rep.refused == 0);
+    if (rep.initiator) made += rep.exchanges;
+    for (const auto& e : rep.trace) {
+      const auto key = rep.initiator ? std::tuple{r, e.partner, e.sequence}
+                                     : std::tuple{e.partner, r, e.sequence};
+      ++seen[key];
+    }
+  }
+  INFO("exchanges made: " << made);
+  CHECK(made > 200);  // with 300 steps each, most steps of the 4 actives averaged
+  for (const auto& [key, sides] : seen) CHECK(sides == 2);
+
+  std::vector<std::vector<double>> x(n);
+  for (int r = 0; r < n; ++r) {
+    const auto v = initial_vector(7, r, dim);
+    x[r].assign(v.begin(), v.end());
+  }
+  std::vector<std::size_t> next(n, 0);
+  std::size_t replayed = 0;
+  for (bool progress = true; progress;) {
+    progress = false;
+    for (int a = 0; a < n; ++a) {
+      if (!ends[a].report.initiator || next[a] >= ends[a].report.trace.size()) continue;
+      const auto& e = ends[a].report.trace[next[a]];
+      const int p = e.partner;
+      const auto& theirs = ends[p].report.trace;
+      if (next[p] >= theirs.size() || theirs[next[p]].partner != a || theirs[next[p]].sequence != e.sequence) {
+        continue;  // the passive serves another active first
+      }
+      for (std::size_t i = 0; i < dim; ++i) x[a][i] = x[p][i] = 0.5 * (x[a][i] + x[p][i]);
+      ++next[a];
+      ++next[p];
+      ++replayed;
+      progress = true;
+    }
+  }
+  CHECK(replayed == made);  // no cycle: the two sides' orders agree
+  double worst = 0, spread = 0;
+  for (int r = 0; r < n; ++r) {
+    for (std::size_t i = 0; i < dim; ++i) {
+      worst = std::max(worst, std::fabs(ends[r].params[i] - x[r][i]));
+      spread = std::max(spread, std::fabs(x[r][i] - x[0][i]));
+    }
+  }
+  INFO(fmt::format("largest difference from the replay {:.3g}; spread left {:.3g}", worst, spread));
+  CHECK(worst < 1e-4);
+  CHECK(spread < 0.5);  // it did average (the initial spread is about 6)
+}
+
+TEST_CASE("adpsgd: the sum of local updates is kept while peers step at their own pace", "[adpsgd]") {
+  // Local steps land between the exchanges of both sides (an active's while its request is in
+  // flight, a passive's while its responder averages a published copy): the mean over peers
+  // moves by the mean of the updates and nothing else.
+  const int n = 6, steps = 200;
+  const std::size_t dim = 32;
+  std::vector<double> expect(dim, 0.0);
+  for (int r = 0; r < n; ++r) {
+    const auto x = initial_vector(7, r, dim);
+    for (std::size_t i = 0; i < dim; ++i) expect[i] += (x[i] + steps * (r + 1) * 0.001 * (i % 3)) / n;
+  }
+  std::string failures;
+  const auto ends = run_async(n, "ring", steps, 300, dim, [](int r, int, std::vector<float>& p) {
+    for (std::size_t i = 0; i < p.size(); ++i) p[i] += (r + 1) * 0.001f * static_cast<float>(i % 3);
+  }, failures);
+  INFO(failures);
+  REQUIRE(failures.empty());
+  double worst = 0;
+  for (std::size_t i = 0; i < dim; ++i) {
+    double mean = 0;
+    for (int r = 0; r < n; ++r) mean += ends[r].params[i] / n;
+    worst = std::max(worst, std::fabs(mean - expect[i]));
+  }
+  CHECK(worst < 1e-4);
+  std::uint64_t made = 0;
+  for (const auto& e : ends) made += e.report.initiator ? e.report.exchanges : 0;
+  CHECK(made > 100);
+}
+
+TEST_CASE("adpsgd: staleness counts how many steps apart the partners were", "[adpsgd]") {
+  // Rank 1 (a passive of the ring) steps 8 times slower than the rest: its actives, 0 and 2,
+  // find it far behind, and the histogram says so; between the others it stays small.
+  const int n = 4, steps = 160;
+  std::vector<PeerEnd> ends(n);
+  std::mutex mu;
+  auto results = tt::run_ranks("inproc", n, [&](tt::RankContext& ctx) {
+    std::vector<float> params = initial_vector(7, ctx.rank(), 16);
+    TransportConfig tc;
+    tc.recv_timeout_ms = 20000;
+    auto built = build_averaging(ctx.transport(), device::cpu(), algorithm("adpsgd"),
+                                 graph("ring"), tc, params, 7);
+    const int slow = ctx.rank() == 1 ? 8 : 1;
+    const int mine = ctx.rank() == 1 ? steps / 8 : steps;
+    for (int t = 1; t <= mine; ++t) {
+      std::this_thread::sleep_for(std::chrono::microseconds(500 * slow));
+      built.averaging->after_step(t);
+    }
+    built.averaging->finish();
+    std::lock_guard lock(mu);
+    ends[ctx.rank()] = {params, *built.averaging->exchange_report()};
+  });
+  INFO(tt::failures(results));
+  REQUIRE(tt::failures(results).empty());
+  const auto& slow = ends[1].report;
+  CHECK(!slow.initiator);
+  std::uint64_t far = 0, total = 0;
+  for (std::size_t a = 0; a < slow.staleness.size(); ++a) {
+    total += slow.staleness[a];
+    if (a >= 16) far += slow.staleness[a];
+  }
+  INFO(fmt::format("rank 1: {} exchanges, {} of them 16 or more steps apart", total, far));
+  CHECK(total == slow.exchanges);
+  CHECK(far > total / 2);
+  // Every exchange is in both sides' histograms: the actives' hold rank 1's and rank 3's.
+  std::uint64_t both = 0;
+  for (int r : {0, 2}) both += ends[r].report.exchanges;
+  CHECK(both == ends[1].report.exchanges + ends[3].report.exchanges);
+}
+
+TEST_CASE("adpsgd: a malformed or replayed request is refused and counted, and the run goes on",
+          "[adpsgd]") {
+  // Rank 0 (an active of a ring of 4) speaks the protocol by hand: a request numbered 5 where 0
+  // is due (a replay from long past), then one with a corrupted model, then goodbyes. Rank 1
+  // refuses both, counting them, and keeps its model; rank 2 and 3 run adpsgd as usual.
+  const int n = 4;
+  const std::size_t dim = 50;
+  std::vector<PeerEnd> ends(n);
+  std::mutex mu;
+  auto results = tt::run_ranks("inproc", n, [&](tt::RankContext& ctx) {
+    auto& t = ctx.transport();
+    std::vector<float> params = initial_vector(7, ctx.rank(), dim);
+    if (ctx.rank() == 0) {
+      const transport::TagLayout layout(t);
+      const unsigned purpose = purpose_of(find_algorithm("adpsgd"));
+      std::vector<float> out(wire::kHeaderFloats + dim), in(wire::kHeaderFloats + dim);
+      auto out_region = t.register_region(std::as_writable_bytes(std::span(out)));
+      auto in_region = t.register_region(std::as_writable_bytes(std::span(in)));
+      auto ask = [&](std::uint64_t tag_seq, std::uint64_t said_seq, bool corrupt) {
+        std::copy(params.begin(), params.end(), out.begin() + wire::kHeaderFloats);
+        wire::seal(std::as_writable_bytes(std::span(out)), {wire::Kind::kRequest, 0, 0, said_seq, 1},
+                   std::span<const float>(out).subspan(wire::kHeaderFloats));
+        if (corrupt) out.back() += 1;
+        auto recv = t.recv(1, layout.make(purpose, tag_seq, 1), *in_region, {0, in.size() * 4});
+        auto send = t.send(1, layout.make(purpose, tag_seq, 0), *out_region, {0, out.size() * 4});
+        MURMUR_CHECK(t.wait(send, transport::deadline_after(std::chrono::seconds(20))));
+        MURMUR_CHECK(t.wait(recv, transport::deadline_after(std::chrono::seconds(20))));
+        std::string why;
+        const auto h = wire::check(std::as_bytes(std::span(in)), recv.state()->bytes,
+                                   {1, tag_seq, dim, true}, why);
+        MURMUR_CHECK(h && h->kind == wire::Kind::kRefused);
+      };
+      ask(0, 5, false);
+      ask(1, 1, true);
+      for (const auto& [peer, seq] : {std::pair{1, 2ull}, std::pair{3, 0ull}}) {
+        wire::seal(std::as_writable_bytes(std::span(out)), {wire::Kind::kBye, 0, 0, seq, 1}, {});
+        auto send = t.send(peer, layout.make(purpose, seq, 0), *out_region, {0, wire::kHeaderBytes});
+        MURMUR_CHECK(t.wait(send, transport::deadline_after(std::chrono::seconds(20))));
+      }
+      return;
+    }
+    TransportConfig tc;
+    tc.recv_timeout_ms = 20000;
+    auto built = build_averaging(t, device::cpu(), algorithm("adpsgd"), graph("ring"), tc, params, 7);
+    for (int step = 1; step <= 50; ++step) {
+      std::this_thread::sleep_for(std::chrono::microseconds(300));
+      built.averaging->after_step(step);
+    }
+    built.averaging->finish();
+    std::lock_guard lock(mu);
+    ends[ctx.rank()] = {params, *built.averaging->exchange_report()};
+  });
+  INFO(tt::failures(results));
+  REQUIRE(tt::failures(results).empty());
+  CHECK(ends[1].report.refused == 2);
+  CHECK(ends[3].report.refused == 0);
+  CHECK(ends[2].report.exchanges > 0);  // rank 2 averaged with 1 and 3 meanwhile
+  CHECK(ends[2].report.exchanges == ends[1].report.exchanges + ends[3].report.exchanges);
+}
+
+}  // namespace
+}  // namespace murmur::optimizers::testing
