@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
-#include <cstdlib>
 #include <mutex>
 #include <thread>
 
@@ -22,7 +21,6 @@ namespace murmur::optimizers {
 namespace {
 
 namespace wire = adpsgd_wire;
-using transport::ByteRange;
 using transport::Request;
 
 constexpr std::string_view kKeys[] = {"local_steps"};
@@ -34,19 +32,19 @@ std::span<std::byte> bytes_of(std::vector<float>& v) { return std::as_writable_b
 // What both sides share: the buffers' layout, the tags, the count of exchanges.
 class AsyncBase : public Averaging {
  public:
-  explicit AsyncBase(const AveragingContext& ctx, bool initiator)
+  // `partners`: this rank's neighbors of the other colour (split_roles).
+  AsyncBase(const AveragingContext& ctx, bool initiator, std::vector<int> partners)
       : hood_(ctx.hood),
         t_(ctx.hood.transport()),
         params_(ctx.params),
         purpose_(ctx.purpose),
         layout_(ctx.hood.transport()),
-        peer_timeout_(ctx.transport_config.peer_timeout_ms) {
+        peer_timeout_(ctx.transport_config.peer_timeout_ms),
+        partners_(std::move(partners)) {
     if (!ctx.device.host_memory()) {
       throw ConfigError("algorithm.name=adpsgd runs on host memory (run.device: cpu): its "
                         "responder averages on a thread of its own while the step computes");
     }
-    const topology::Graph g = topology::graph_at(ctx.topology, t_.world_size(), ctx.seed, 0);
-    partners_ = wire::split_roles(g).partners[static_cast<std::size_t>(t_.rank())];
     report_.initiator = initiator;
     report_.staleness.assign(kStalenessBuckets, 0);
   }
@@ -76,23 +74,13 @@ class AsyncBase : public Averaging {
     ++report_.staleness[std::min<std::uint64_t>(apart, kStalenessBuckets - 1)];
   }
   void count_lost(int partner, const char* when) {
-    std::uint64_t n;
-    {
-      std::lock_guard lock(report_mutex_);
-      n = ++report_.lost;
-    }
-    if (n <= kLoggedFaults) {
+    if (count_fault(&ExchangeReport::lost)) {
       log().warn("rank {}: adpsgd: rank {} was lost {}; this peer's model is left as it was "
                  "before that exchange", t_.rank(), partner, when);
     }
   }
   void count_refused(const std::string& why) {
-    std::uint64_t n;
-    {
-      std::lock_guard lock(report_mutex_);
-      n = ++report_.refused;
-    }
-    if (n <= kLoggedFaults) log().warn("rank {}: adpsgd: refused {}", t_.rank(), why);
+    if (count_fault(&ExchangeReport::refused)) log().warn("rank {}: adpsgd: refused {}", t_.rank(), why);
   }
 
   membership::Neighborhood& hood_;
@@ -104,6 +92,12 @@ class AsyncBase : public Averaging {
   std::vector<int> partners_;  // the other colour's neighbors
 
  private:
+  // Counts one more in `field`; true while few enough have been counted to log each one.
+  bool count_fault(std::uint64_t ExchangeReport::*field) {
+    std::lock_guard lock(report_mutex_);
+    return ++(report_.*field) <= kLoggedFaults;
+  }
+
   mutable std::mutex report_mutex_;
   ExchangeReport report_;
 };
@@ -112,8 +106,8 @@ class AsyncBase : public Averaging {
 // only: the comm thread works on a snapshot and the reply, and the average lands at a later step.
 class ActivePeer final : public AsyncBase {
  public:
-  explicit ActivePeer(const AveragingContext& ctx)
-      : AsyncBase(ctx, /*initiator=*/true),
+  ActivePeer(const AveragingContext& ctx, std::vector<int> partners)
+      : AsyncBase(ctx, /*initiator=*/true, std::move(partners)),
         local_steps_(ctx.algorithm.local_steps),
         rng_(Rng(ctx.seed ^ 0xAD95D1ull).fork(static_cast<std::uint64_t>(t_.rank()))),
         out_(message()),
@@ -233,10 +227,10 @@ class ActivePeer final : public AsyncBase {
 // next step and publishes them again.
 class PassivePeer final : public AsyncBase {
  public:
-  explicit PassivePeer(const AveragingContext& ctx)
-      : AsyncBase(ctx, /*initiator=*/false),
+  PassivePeer(const AveragingContext& ctx, std::vector<int> partners)
+      : AsyncBase(ctx, /*initiator=*/false, std::move(partners)),
         reply_(message()),
-        published_(params_.begin(), params_.end()),
+        published_(floats()),  // published before the responder starts
         delta_(floats(), 0.0f) {
     reply_region_ = t_.register_region(bytes_of(reply_));
     for (std::size_t i = 0; i < partners_.size(); ++i) {
@@ -255,9 +249,9 @@ class PassivePeer final : public AsyncBase {
 
   void after_step(std::int64_t step) override {
     Stopwatch watch;
-    if (!thread_.joinable() && !finished_) start();
     rethrow();
     publish(step);
+    if (!thread_.joinable() && !finished_) start();
     stats_.comm_s += watch.seconds();
   }
 
@@ -266,7 +260,10 @@ class PassivePeer final : public AsyncBase {
   void finish() override {
     Stopwatch watch;
     if (!finished_) {
-      if (!thread_.joinable()) start();
+      if (!thread_.joinable()) {  // no step taken: the goodbyes are still to be served
+        publish(std::nullopt);
+        start();
+      }
       thread_.join();
       finished_ = true;
     }
@@ -279,11 +276,8 @@ class PassivePeer final : public AsyncBase {
   bool in_flight() const override { return thread_.joinable() && !finished_; }
 
  private:
+  // After a publish(): the responder answers with published_ from its first request on.
   void start() {
-    {
-      std::lock_guard lock(mutex_);
-      std::copy(params_.begin(), params_.end(), published_.begin());
-    }
     thread_ = std::thread([this] {
       try {
         serve();
@@ -329,26 +323,18 @@ class PassivePeer final : public AsyncBase {
       for (std::size_t a = 0; a < partners_.size(); ++a) {
         if (done_[a]) continue;
         open = true;
-        const int k = partners_[a];
         if (!hood_.poll(posted_[a])) {
           // A neighbor silent past the peer timeout: the Neighborhood decides (strict: the run
           // ends naming it; continue: it is given up and this side goes on without it).
-          const auto silent = t_.silent_for(k);
+          const auto silent = t_.silent_for(partners_[a]);
           if (!silent || *silent < peer_timeout_) continue;
-          if (hood_.wait(posted_[a], "an adpsgd request")) {
-            progressed = true;
-            answer(a);
-          } else {
-            done_[a] = true;
-          }
-          continue;
         }
         progressed = true;
-        if (!hood_.wait(posted_[a], "an adpsgd request")) {
+        if (hood_.wait(posted_[a], "an adpsgd request")) {
+          answer(a);
+        } else {
           done_[a] = true;  // lost between exchanges: nothing of it was taken
-          continue;
         }
-        answer(a);
       }
       if (!open) return;  // every active neighbor said goodbye or was lost
       if (progressed) {
@@ -440,11 +426,11 @@ const AlgorithmInfo kAdpsgd{
     .device = false,
     .keys = kKeys,
     .make = [](const AveragingContext& c) -> std::unique_ptr<Averaging> {
-      const topology::Graph g = topology::graph_at(c.topology, c.hood.transport().world_size(), c.seed, 0);
-      if (wire::split_roles(g).active[static_cast<std::size_t>(c.hood.transport().rank())]) {
-        return std::make_unique<ActivePeer>(c);
-      }
-      return std::make_unique<PassivePeer>(c);
+      const auto rank = static_cast<std::size_t>(c.hood.transport().rank());
+      wire::Roles roles =
+          wire::split_roles(topology::graph_at(c.topology, c.hood.transport().world_size(), c.seed, 0));
+      if (roles.active[rank]) return std::make_unique<ActivePeer>(c, std::move(roles.partners[rank]));
+      return std::make_unique<PassivePeer>(c, std::move(roles.partners[rank]));
     }};
 
 }  // namespace murmur::optimizers

@@ -1,27 +1,17 @@
 #include "optimizers/adpsgd_wire.h"
 
-#include <algorithm>
-#include <cstring>
 #include <deque>
 
 #include <fmt/format.h>
 
 #include "core/crc32c.h"
+#include "transport/frame.h"
 
 namespace murmur::optimizers::adpsgd_wire {
 namespace {
 
-template <class T>
-void put(std::span<std::byte> out, std::size_t at, T v) {
-  std::memcpy(out.data() + at, &v, sizeof v);
-}
-
-template <class T>
-T get(std::span<const std::byte> in, std::size_t at) {
-  T v;
-  std::memcpy(&v, in.data() + at, sizeof v);
-  return v;
-}
+using transport::load_le;
+using transport::store_le;
 
 const char* kind_name(Kind k) {
   switch (k) {
@@ -36,13 +26,14 @@ const char* kind_name(Kind k) {
 }  // namespace
 
 void write_header(std::span<std::byte> out, const Header& h) {
-  put<std::uint32_t>(out, 0, kMagic);
-  put<std::uint16_t>(out, 4, static_cast<std::uint16_t>(h.kind));
-  put<std::uint16_t>(out, 6, 0);
-  put<std::int32_t>(out, 8, h.rank);
-  put<std::uint32_t>(out, 12, h.crc);
-  put<std::uint64_t>(out, 16, h.sequence);
-  put<std::int64_t>(out, 24, h.step);
+  std::byte* at = out.data();
+  store_le<std::uint32_t>(at, kMagic);
+  store_le<std::uint16_t>(at + 4, static_cast<std::uint16_t>(h.kind));
+  store_le<std::uint16_t>(at + 6, 0);
+  store_le<std::int32_t>(at + 8, h.rank);
+  store_le<std::uint32_t>(at + 12, h.crc);
+  store_le<std::uint64_t>(at + 16, h.sequence);
+  store_le<std::int64_t>(at + 24, h.step);
 }
 
 void seal(std::span<std::byte> message, Header h, std::span<const float> model) {
@@ -58,18 +49,18 @@ std::optional<Header> check(std::span<const std::byte> message, std::size_t got,
                       expect.from, kHeaderBytes);
     return std::nullopt;
   }
-  if (get<std::uint32_t>(message, 0) != kMagic) {
-    why = fmt::format("a message from rank {} without adpsgd's magic (0x{:08x})", expect.from,
-                      get<std::uint32_t>(message, 0));
+  const std::byte* at = message.data();
+  if (const auto magic = load_le<std::uint32_t>(at); magic != kMagic) {
+    why = fmt::format("a message from rank {} without adpsgd's magic (0x{:08x})", expect.from, magic);
     return std::nullopt;
   }
   Header h;
-  const auto kind = get<std::uint16_t>(message, 4);
+  const auto kind = load_le<std::uint16_t>(at + 4);
   h.kind = static_cast<Kind>(kind);
-  h.rank = get<std::int32_t>(message, 8);
-  h.crc = get<std::uint32_t>(message, 12);
-  h.sequence = get<std::uint64_t>(message, 16);
-  h.step = get<std::int64_t>(message, 24);
+  h.rank = load_le<std::int32_t>(at + 8);
+  h.crc = load_le<std::uint32_t>(at + 12);
+  h.sequence = load_le<std::uint64_t>(at + 16);
+  h.step = load_le<std::int64_t>(at + 24);
   const bool reply_kind = h.kind == Kind::kReply || h.kind == Kind::kRefused;
   const bool request_kind = h.kind == Kind::kRequest || h.kind == Kind::kBye;
   if ((expect.reply && !reply_kind) || (!expect.reply && !request_kind)) {
@@ -106,42 +97,22 @@ std::optional<Header> check(std::span<const std::byte> message, std::size_t got,
 
 namespace {
 
-// The ranks reachable from rank 0 over edges between the two colours.
-bool cross_connected(const std::vector<std::vector<int>>& adj, const std::vector<int>& colour) {
-  const std::size_t n = adj.size();
-  std::vector<bool> seen(n, false);
-  std::deque<int> queue{0};
-  seen[0] = true;
-  std::size_t reached = 1;
-  while (!queue.empty()) {
-    const int i = queue.front();
-    queue.pop_front();
+// The graph of the edges between the two colours.
+topology::Graph across(const std::vector<std::vector<int>>& adj, const std::vector<int>& colour) {
+  topology::Graph g{static_cast<int>(adj.size()), false, std::vector<std::vector<int>>(adj.size())};
+  for (std::size_t i = 0; i < adj.size(); ++i) {
     for (int j : adj[i]) {
-      if (seen[j] || colour[j] == colour[i]) continue;
-      seen[j] = true;
-      ++reached;
-      queue.push_back(j);
+      if (colour[j] != colour[i]) g.out[i].push_back(j);
     }
   }
-  return reached == n;
+  return g;
 }
 
 }  // namespace
 
 Roles split_roles(const topology::Graph& g) {
   const int n = g.n;
-  std::vector<std::vector<int>> adj(n);
-  for (int i = 0; i < n; ++i) {
-    for (int j : g.out[i]) {
-      if (i == j) continue;
-      adj[i].push_back(j);
-      adj[j].push_back(i);
-    }
-  }
-  for (auto& a : adj) {
-    std::sort(a.begin(), a.end());
-    a.erase(std::unique(a.begin(), a.end()), a.end());
-  }
+  const std::vector<std::vector<int>> adj = topology::undirected_neighbors(g);
   // Breadth-first 2-colouring: proper where the graph is bipartite.
   std::vector<int> colour(n, -1);
   bool proper = true;
@@ -162,27 +133,23 @@ Roles split_roles(const topology::Graph& g) {
       }
     }
   }
-  if (!proper && n > 1) {
+  if (!proper) {
     // Not bipartite: even ranks against odd ones keeps half of each rank's neighbors on the
     // common graphs (complete, exponential, an odd ring), where the search's colouring could
     // leave one active against all the rest; unless it cuts the graph apart.
     std::vector<int> parity(n);
     for (int i = 0; i < n; ++i) parity[i] = i % 2;
-    if (cross_connected(adj, parity)) colour = parity;
+    if (topology::is_connected(across(adj, parity))) colour = parity;
   }
   Roles r;
-  r.active.resize(n);
-  r.partners.resize(n);
+  r.partners = across(adj, colour).out;
+  std::size_t all = 0, kept = 0;
   for (int i = 0; i < n; ++i) {
-    r.active[i] = colour[i] == 0;
-    for (int j : adj[i]) {
-      if (colour[j] != colour[i]) {
-        r.partners[i].push_back(j);
-      } else if (i < j) {
-        ++r.dropped_edges;
-      }
-    }
+    r.active.push_back(colour[i] == 0);
+    all += adj[i].size();
+    kept += r.partners[i].size();
   }
+  r.dropped_edges = static_cast<int>((all - kept) / 2);
   return r;
 }
 

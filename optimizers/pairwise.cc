@@ -29,13 +29,7 @@ const AlgorithmInfo kPairwise{
 
 int pairwise_partner(const topology::Graph& g, std::uint64_t seed, std::int64_t round, int rank) {
   const int n = g.n;
-  std::vector<std::vector<int>> adj(n);
-  for (int i = 0; i < n; ++i) {
-    for (int j : g.out[i]) {
-      adj[i].push_back(j);
-      adj[j].push_back(i);
-    }
-  }
+  const std::vector<std::vector<int>> adj = topology::undirected_neighbors(g);
   Rng rng = Rng(seed ^ 0xAD95D0ull).fork(static_cast<std::uint64_t>(round));
   std::vector<int> order(n);
   std::iota(order.begin(), order.end(), 0);
@@ -44,13 +38,11 @@ int pairwise_partner(const topology::Graph& g, std::uint64_t seed, std::int64_t 
   std::vector<int> free;
   for (int i : order) {
     if (partner[i] >= 0) continue;
-    free.clear();
+    free.clear();  // ascending, as adj[i] is
     for (int j : adj[i]) {
-      if (j != i && partner[j] < 0) free.push_back(j);
+      if (partner[j] < 0) free.push_back(j);
     }
     if (free.empty()) continue;
-    std::sort(free.begin(), free.end());
-    free.erase(std::unique(free.begin(), free.end()), free.end());
     const int j = free[rng.below(free.size())];
     partner[i] = j;
     partner[j] = i;

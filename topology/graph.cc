@@ -38,6 +38,18 @@ std::vector<std::vector<int>> in_neighbors(const Graph& g) {
   return in;
 }
 
+std::vector<std::vector<int>> undirected_neighbors(const Graph& g) {
+  std::vector<std::vector<int>> both = in_neighbors(g);
+  for (int i = 0; i < g.n; ++i) {
+    auto& row = both[static_cast<std::size_t>(i)];
+    const std::size_t ins = row.size();
+    row.insert(row.end(), g.out[i].begin(), g.out[i].end());
+    std::inplace_merge(row.begin(), row.begin() + static_cast<std::ptrdiff_t>(ins), row.end());
+    row.erase(std::unique(row.begin(), row.end()), row.end());
+  }
+  return both;
+}
+
 bool has_edge(const Graph& g, int from, int to) {
   const auto& row = g.out[from];
   return std::binary_search(row.begin(), row.end(), to);

@@ -25,6 +25,10 @@ struct Graph {
 // The ranks each rank receives from, ascending: result[i] = { j : i in g.out[j] }.
 std::vector<std::vector<int>> in_neighbors(const Graph& g);
 
+// The ranks each rank sends to or receives from, ascending, without repeats: g's edges taken both
+// ways (AD-PSGD's pairs average over them whichever way the graph points).
+std::vector<std::vector<int>> undirected_neighbors(const Graph& g);
+
 // Returns true iff `from` sends to `to` in g.
 bool has_edge(const Graph& g, int from, int to);
 

@@ -100,35 +100,47 @@ struct PeerEnd {
   ExchangeReport report;
 };
 
-// n ranks of adpsgd on `graph`, each taking `steps` steps with a random pause of up to
-// `pause_us` before each (actives then race one another to the same passives), adding
-// `update(rank, step, params)` first; then finish(). Returns each rank's end.
-std::vector<PeerEnd> run_async(int n, const std::string& graph_name, int steps, int pause_us,
-                               std::size_t dim,
-                               const std::function<void(int, int, std::vector<float>&)>& update,
-                               std::string& failures) {
-  std::vector<PeerEnd> ends(n);
+struct AsyncRun {
+  int ranks = 8;
+  std::string graph = "ring";
+  std::size_t dim = 64;
+  std::function<int(int rank)> steps;
+  // Slept before each step of `rank` (random pauses: actives race one another to the passives).
+  std::function<std::chrono::microseconds(int rank, Rng&)> pause;
+  std::function<void(int rank, std::vector<float>&)> update;  // a local step, if any
+};
+
+// The ranks of `run`, each taking its steps (pause, update, after_step), then finish().
+// Returns each rank's end.
+std::vector<PeerEnd> run_async(const AsyncRun& run, std::string& failures) {
+  std::vector<PeerEnd> ends(run.ranks);
   std::mutex mu;
-  auto results = tt::run_ranks("inproc", n, [&](tt::RankContext& ctx) {
-    std::vector<float> params = initial_vector(7, ctx.rank(), dim);
+  auto results = tt::run_ranks("inproc", run.ranks, [&](tt::RankContext& ctx) {
+    const int r = ctx.rank();
+    std::vector<float> params = initial_vector(7, r, run.dim);
     TransportConfig tc;
     tc.recv_timeout_ms = 20000;
     auto built = build_averaging(ctx.transport(), device::cpu(), algorithm("adpsgd"),
-                                 graph(graph_name), tc, params, 7);
-    Rng rng = Rng(11).fork(static_cast<std::uint64_t>(ctx.rank()));
-    for (int t = 1; t <= steps; ++t) {
-      std::this_thread::sleep_for(std::chrono::microseconds(rng.below(pause_us + 1)));
-      if (update) update(ctx.rank(), t, params);
+                                 graph(run.graph), tc, params, 7);
+    Rng rng = Rng(11).fork(static_cast<std::uint64_t>(r));
+    for (int t = 1; t <= run.steps(r); ++t) {
+      std::this_thread::sleep_for(run.pause(r, rng));
+      if (run.update) run.update(r, params);
       built.averaging->after_step(t);
     }
     built.averaging->finish();
     const auto report = built.averaging->exchange_report();
     MURMUR_CHECK(report.has_value());
     std::lock_guard lock(mu);
-    ends[ctx.rank()] = {params, *report};
+    ends[r] = {params, *report};
   });
   failures = tt::failures(results);
   return ends;
+}
+
+// Steps paced by a uniform random pause of up to `us` microseconds.
+std::function<std::chrono::microseconds(int, Rng&)> up_to(int us) {
+  return [us](int, Rng& rng) { return std::chrono::microseconds(rng.below(us + 1)); };
 }
 
 TEST_CASE("adpsgd: exchanges are atomic under concurrent requests", "[adpsgd]") {
@@ -138,10 +150,13 @@ TEST_CASE("adpsgd: exchanges are atomic under concurrent requests", "[adpsgd]") 
   // time in an order both sides agree on: the replay below, in double, from the initial
   // vectors and the two sides' logs. A half-written exchange (two averaged into one stale copy,
   // an average lost to a publish) leaves a peer off by the order of the spread, 1e-1.
-  const int n = 8, steps = 300;
+  const int n = 8;
   const std::size_t dim = 64;
   std::string failures;
-  const auto ends = run_async(n, "complete", steps, 400, dim, nullptr, failures);
+  const auto ends =
+      run_async({.ranks = n, .graph = "complete", .dim = dim, .steps = [](int) { return 300; },
+                 .pause = up_to(400)},
+                failures);
   INFO(failures);
   REQUIRE(failures.empty());
 
@@ -214,9 +229,13 @@ TEST_CASE("adpsgd: the sum of local updates is kept while peers step at their ow
     for (std::size_t i = 0; i < dim; ++i) expect[i] += (x[i] + steps * (r + 1) * 0.001 * (i % 3)) / n;
   }
   std::string failures;
-  const auto ends = run_async(n, "ring", steps, 300, dim, [](int r, int, std::vector<float>& p) {
-    for (std::size_t i = 0; i < p.size(); ++i) p[i] += (r + 1) * 0.001f * static_cast<float>(i % 3);
-  }, failures);
+  const auto ends = run_async(
+      {.ranks = n, .graph = "ring", .dim = dim, .steps = [](int) { return steps; },
+       .pause = up_to(300),
+       .update = [](int r, std::vector<float>& p) {
+         for (std::size_t i = 0; i < p.size(); ++i) p[i] += (r + 1) * 0.001f * static_cast<float>(i % 3);
+       }},
+      failures);
   INFO(failures);
   REQUIRE(failures.empty());
   double worst = 0;
@@ -234,27 +253,15 @@ TEST_CASE("adpsgd: the sum of local updates is kept while peers step at their ow
 TEST_CASE("adpsgd: staleness counts how many steps apart the partners were", "[adpsgd]") {
   // Rank 1 (a passive of the ring) steps 8 times slower than the rest: its actives, 0 and 2,
   // find it far behind, and the histogram says so; between the others it stays small.
-  const int n = 4, steps = 160;
-  std::vector<PeerEnd> ends(n);
-  std::mutex mu;
-  auto results = tt::run_ranks("inproc", n, [&](tt::RankContext& ctx) {
-    std::vector<float> params = initial_vector(7, ctx.rank(), 16);
-    TransportConfig tc;
-    tc.recv_timeout_ms = 20000;
-    auto built = build_averaging(ctx.transport(), device::cpu(), algorithm("adpsgd"),
-                                 graph("ring"), tc, params, 7);
-    const int slow = ctx.rank() == 1 ? 8 : 1;
-    const int mine = ctx.rank() == 1 ? steps / 8 : steps;
-    for (int t = 1; t <= mine; ++t) {
-      std::this_thread::sleep_for(std::chrono::microseconds(500 * slow));
-      built.averaging->after_step(t);
-    }
-    built.averaging->finish();
-    std::lock_guard lock(mu);
-    ends[ctx.rank()] = {params, *built.averaging->exchange_report()};
-  });
-  INFO(tt::failures(results));
-  REQUIRE(tt::failures(results).empty());
+  const int steps = 160;
+  std::string failures;
+  const auto ends = run_async(
+      {.ranks = 4, .graph = "ring", .dim = 16,
+       .steps = [](int r) { return r == 1 ? steps / 8 : steps; },
+       .pause = [](int r, Rng&) { return std::chrono::microseconds(r == 1 ? 4000 : 500); }},
+      failures);
+  INFO(failures);
+  REQUIRE(failures.empty());
   const auto& slow = ends[1].report;
   CHECK(!slow.initiator);
   std::uint64_t far = 0, total = 0;

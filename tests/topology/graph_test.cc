@@ -67,6 +67,15 @@ TEST_CASE("static graphs have the degrees and symmetry they promise", "[topology
   for (const Graph& g : {r, d, h, t, e, k}) REQUIRE(is_connected(g));
 }
 
+TEST_CASE("undirected neighbors take every edge both ways and each once", "[topology]") {
+  // Directed: rank 0 sends to 1, 2, 4 and hears from 7, 6, 4 (4 once).
+  const auto e = undirected_neighbors(exponential(8));
+  CHECK(e[0] == std::vector<int>{1, 2, 4, 6, 7});
+  CHECK(undirected_neighbors(ring_directed(4))[2] == std::vector<int>{1, 3});
+  const Graph r = ring(5);
+  CHECK(undirected_neighbors(r) == r.out);  // undirected already
+}
+
 TEST_CASE("torus picks the most square shape and names sizes that work", "[topology]") {
   REQUIRE(torus_shape(9) == std::pair{3, 3});
   REQUIRE(torus_shape(12) == std::pair{3, 4});
