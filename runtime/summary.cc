@@ -152,18 +152,15 @@ nlohmann::json merge_exchanges(const std::vector<nlohmann::json>& peers) {
   bool any = false;
   for (const nlohmann::json& p : peers) {
     const auto it = p.find("exchanges");
-    if (it == p.end() || !it->is_object()) continue;
+    if (it == p.end()) continue;  // read_peer_result checked its fields' types
     any = true;
     lost += it->value("lost", std::uint64_t{0});
     refused += it->value("refused", std::uint64_t{0});
     if (!it->value("initiator", false)) continue;
     made += it->value("made", std::uint64_t{0});
-    const auto s = it->find("staleness");
-    if (s == it->end() || !s->is_array()) continue;
-    if (h.size() < s->size()) h.resize(s->size(), 0);
-    for (std::size_t a = 0; a < s->size(); ++a) {
-      if ((*s)[a].is_number_unsigned()) h[a] += (*s)[a].get<std::uint64_t>();
-    }
+    const auto s = it->value("staleness", std::vector<std::uint64_t>{});
+    if (h.size() < s.size()) h.resize(s.size(), 0);
+    for (std::size_t a = 0; a < s.size(); ++a) h[a] += s[a];
   }
   if (!any) return nullptr;
   std::uint64_t total = 0;
@@ -228,7 +225,20 @@ bool well_typed(const nlohmann::json& r) {
   if (r.contains("stopped_early") && !r["stopped_early"].is_boolean()) return false;
   if (r.contains("backend") && !r["backend"].is_string()) return false;
   if (r.contains("evals") && !r["evals"].is_array()) return false;
-  if (r.contains("exchanges") && !r["exchanges"].is_object()) return false;
+  if (r.contains("exchanges")) {
+    const nlohmann::json& e = r["exchanges"];
+    if (!e.is_object()) return false;
+    for (const char* key : {"made", "lost", "refused"}) {
+      if (e.contains(key) && !e[key].is_number_unsigned()) return false;
+    }
+    if (e.contains("initiator") && !e["initiator"].is_boolean()) return false;
+    if (e.contains("staleness")) {
+      if (!e["staleness"].is_array()) return false;
+      for (const auto& c : e["staleness"]) {
+        if (!c.is_number_unsigned()) return false;
+      }
+    }
+  }
   if (r.contains("average_model")) {
     const nlohmann::json& a = r["average_model"];
     if (!a.is_object()) return false;

@@ -5,6 +5,7 @@
 #include "runtime/summary.h"
 
 #include <fstream>
+#include <numeric>
 #include <limits>
 
 #include <catch2/catch.hpp>
@@ -214,6 +215,37 @@ TEST_CASE("summary: peers without a valid result.json are failed, with their exi
     CHECK(peers[rank] == nlohmann::json({{"rank", rank}, {"failed", true}, {"exit", code}}));
   }
   CHECK(summary["average_model"]["ranks"].size() == 6);  // rank 0's: rank 6's was not readable
+}
+
+TEST_CASE("summary: adpsgd's exchanges, each counted once, and a malformed count fails its peer", "[summary]") {
+  murmur::testing::TempDir dir;
+  const auto& run = dir.path();
+  auto with_exchanges = [&](int rank, bool initiator, std::vector<std::uint64_t> staleness) {
+    murmur::runtime::PeerResult r;
+    r.rank = rank;
+    murmur::optimizers::ExchangeReport e;
+    e.initiator = initiator;
+    e.exchanges = std::accumulate(staleness.begin(), staleness.end(), std::uint64_t{0});
+    e.lost = 1;
+    e.staleness = std::move(staleness);
+    e.staleness.resize(murmur::optimizers::kStalenessBuckets, 0);
+    r.exchanges = murmur::runtime::exchange_json(e);
+    write_text(run / fmt::format("rank{}", rank) / "result.json", murmur::runtime::peer_json(r).dump());
+  };
+  with_exchanges(0, true, {6, 3, 1});  // an active: 10 exchanges, 0, 1 and 2 steps apart
+  with_exchanges(1, false, {6, 3, 1});  // its passive counts the same ones
+  with_exchanges(2, true, {0, 0, 0, 0, 2});
+  write_text(run / "rank3" / "result.json", R"({"rank": 3, "exchanges": {"lost": "one"}})");
+  const auto summary = summarize_run(run, config_of(4), 1.0, {});
+  CHECK(summary["peers"][1]["exchanges"]["staleness"] == nlohmann::json({6, 3, 1}));  // trailing zeros cut
+  CHECK(summary["peers"][3] == nlohmann::json({{"rank", 3}, {"failed", true}, {"exit", nullptr}}));
+  const auto& e = summary["exchanges"];
+  CHECK(e["made"] == 12);
+  CHECK(e["lost"] == 3);
+  CHECK(e["staleness"] == nlohmann::json({6, 3, 1, 0, 2}));
+  CHECK(e["staleness_p50"] == 0);
+  CHECK(e["staleness_p99"] == 4);
+  CHECK(e["staleness_max"] == 4);
 }
 
 TEST_CASE("summary: murmur-peer --summarize writes summary.json from a run directory", "[summary]") {
