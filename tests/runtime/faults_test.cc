@@ -118,16 +118,13 @@ TEST_CASE("a killed peer rejoins into every other algorithm of configs/", "[faul
       as<std::string>(), "sgp --set topology.graph=one_peer_exponential",
       "pairwise --set topology.graph=ring", "local_sgd --set algorithm.local_steps=8");
   CAPTURE(algorithm);
-  // At 4 ms a step at least, for 3200 steps: the join step lies some hundreds of steps past the
-  // restart whatever the load. Unfloored, pairwise gossip ran 2000 steps/s; a rank that took 8 s
-  // to answer the rejoin put the join step past the run's end, and rank 2 trained alone.
-  check_rejoin(algorithm, "tcp", 100, 150, -1, 4);
+  check_rejoin(algorithm, "tcp");
 }
 
 TEST_CASE("a killed diloco peer rejoins with the global model and momentum of the others",
           "[faults][multiproc]") {
-  // configs/diloco.yaml's H and outer momentum, 32000 steps (the join round lies the answerers'
-  // pace times a peer timeout ahead: ~600 rounds here), ending on an outer step, after which
+  // configs/diloco.yaml's H and outer momentum, 3200 steps at 4 ms at least (the join round lies
+  // the answerers' pace times a peer timeout ahead: some tens of rounds), ending on an outer step, after which
   // every peer holds its global model. Handed over at the join round, the four global models
   // are the same bits from there on. (The shared outer steps alone pull a restarted peer's
   // global model back to the others' over the rounds left, to within rounding or exactly, so
@@ -136,7 +133,7 @@ TEST_CASE("a killed diloco peer rejoins with the global model and momentum of th
   // process, nor cut it off (before, they did, it got only some answers, and the survivors
   // split in 2 of 3 runs).
   const auto run = check_rejoin(
-      "diloco --set algorithm.local_steps=16 --set algorithm.outer_momentum=0.5", "tcp", 1000);
+      "diloco --set algorithm.local_steps=16 --set algorithm.outer_momentum=0.5", "tcp");
   CHECK_THAT(run.restart_output,
              Catch::Contains("global model and outer momentum from the 3 of 4 ranks"));
   CHECK(run.summary.value("consensus_distance", 1.0) < 1e-12);

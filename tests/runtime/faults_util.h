@@ -106,12 +106,15 @@ struct RejoinRun {
 // With `second_dead` (a rank), that rank is killed too, at the same step, and stays dead: the
 // restarted rank 2 meets the other two and rejoins; what the final average holds is left to the
 // caller.
-// With `step_ms`, every step of every peer takes at least that long (MURMUR_FAULT_STEP_MS), so
-// that the join step, the peers' fastest pace times a peer timeout ahead, falls inside the run
-// whatever the machine's load.
+// Every step of every peer takes `step_ms` at least (MURMUR_FAULT_STEP_MS), so that the join
+// step, the answerers' fastest pace times a peer timeout ahead (membership/rejoin.h), falls
+// inside the run whatever the machine's load: at 4 ms, some hundreds of steps past the restart,
+// in a run of 100 epochs (3200 steps, 13 s at least). Unfloored, ofi and ucx ran 2000 steps/s
+// and more when idle, and the join step lay 4600-14000 steps ahead, past the end of runs sized
+// in hundreds of epochs; then the restarted rank trained alone to the end.
 inline RejoinRun check_rejoin(const std::string& algorithm, const std::string& backend,
-                              int epochs = 400, int timeout_s = 150, int second_dead = -1,
-                              int step_ms = 0) {
+                              int epochs = 100, int timeout_s = 150, int second_dead = -1,
+                              int step_ms = 4) {
   const SyntheticRun run;
   const auto& config = run.config;
   const auto& out = run.out;
@@ -119,9 +122,8 @@ inline RejoinRun check_rejoin(const std::string& algorithm, const std::string& b
   // the whole world is here, so transport.host: auto keeps it on loopback like the others.
   const std::string floor = step_ms > 0 ? "MURMUR_FAULT_STEP_MS=" + std::to_string(step_ms) + " " : "";
   const std::string secret = "env MURMUR_SECRET=faults-test-secret MURMUR_LOCAL_SIZE=4 " + floor;
-  // Long enough (400 epochs: 12800 steps) that the others are still training when rank 2,
-  // killed after step 300, has been restarted: a restart takes a second or two, the whole run
-  // about 10 s over tcp here.
+  // Long enough that the others are still training when rank 2, killed after step 300, has
+  // been restarted: a restart takes a second or two.
   const std::string sets = " --set algorithm.name=" + algorithm + " --set train.epochs=" +
                            std::to_string(epochs) + " --set transport.backend=" + backend;
   const int steps = epochs * 32;
@@ -169,11 +171,11 @@ inline RejoinRun check_rejoin(const std::string& algorithm, const std::string& b
 // check_rejoin() with configs/choco_topk.yaml's compression on a ring. Each neighbor takes the
 // restarted peer back at its own join step, where the two swap their public copies in full
 // (optimizers/choco.h): rank 2's log must show both of its neighbors.
-inline void check_choco_rejoin(const std::string& backend, int epochs = 400, int timeout_s = 150) {
+inline void check_choco_rejoin(const std::string& backend, int timeout_s = 150) {
   const auto run = check_rejoin(
       "choco --set topology.graph=ring --set algorithm.compressor.name=topk "
       "--set algorithm.compressor.ratio=0.1 --set algorithm.consensus_lr=0.2",
-      backend, epochs, timeout_s);
+      backend, 100, timeout_s);
   CHECK_THAT(run.restart_output, Catch::Contains("public copies swapped with rank 1"));
   CHECK_THAT(run.restart_output, Catch::Contains("public copies swapped with rank 3"));
 }
