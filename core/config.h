@@ -310,6 +310,8 @@ struct AlgorithmConfig {
   std::int64_t switch_step = 0; // local_sgd: post-local SGD, allreduce every step before this
   bool overlap = false;         // average on the communication thread during the next step
   int tau = 0;                  // sgp overlap: messages may be up to tau steps late
+  // dpsgd: a peer runs up to this many rounds ahead of its slowest in-neighbor (0: lockstep)
+  int max_staleness = 0;
   double outer_lr = 0.7;        // diloco outer Nesterov
   double outer_momentum = 0.9;
   double consensus_lr = 1.0;    // choco gamma
@@ -325,6 +327,7 @@ void describe(V& v, AlgorithmConfig& c) {
   v("switch_step", c.switch_step, Range{0, 1e15});
   v("overlap", c.overlap);
   v("tau", c.tau, Range{0, 1000});
+  v("max_staleness", c.max_staleness, Range{0, 64});
   v("outer_lr", c.outer_lr, Range{0, 1e3});
   v("outer_momentum", c.outer_momentum, Range{0, 0.999999});
   v("consensus_lr", c.consensus_lr, Range{0, 1});

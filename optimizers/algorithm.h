@@ -51,6 +51,9 @@ struct AlgorithmInfo {
 std::span<const AlgorithmInfo* const> algorithms();
 // The entry named `name`. Throws ConfigError "algorithm.name: unknown algorithm 'x' (known: ...)".
 const AlgorithmInfo& find_algorithm(std::string_view name);
+// How a restarted peer is taken back under `algorithm`: its entry's policy, but none where
+// algorithm.max_staleness is set (bounded_staleness.h).
+RejoinPolicy rejoin_policy(const AlgorithmConfig& algorithm);
 // The tag purpose of an algorithm's messages (transport/tag.h): one per registry entry.
 unsigned purpose_of(const AlgorithmInfo& info);
 

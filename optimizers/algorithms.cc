@@ -71,6 +71,13 @@ const AlgorithmInfo& find_algorithm(std::string_view name) {
                                 names_where([](const AlgorithmInfo&) { return true; })));
 }
 
+RejoinPolicy rejoin_policy(const AlgorithmConfig& algorithm) {
+  // Bounded staleness keeps receives posted rounds ahead for its neighbors, a window a
+  // restarted peer cannot be fitted into: a lost neighbor stays lost.
+  if (algorithm.max_staleness > 0) return RejoinPolicy::kNone;
+  return find_algorithm(algorithm.name).rejoins;
+}
+
 unsigned purpose_of(const AlgorithmInfo& info) {
   const auto it = std::find(std::begin(kAlgorithms), std::end(kAlgorithms), &info);
   if (it == std::end(kAlgorithms)) throw Error(fmt::format("algorithm {} is not registered", info.name));
@@ -106,6 +113,23 @@ std::vector<std::string> check_algorithm(const AlgorithmConfig& a, const Topolog
   if (a.hierarchical && a.name != "dpsgd" && a.name != "allreduce") {
     throw ConfigError(fmt::format(
         "algorithm.hierarchical: dpsgd and allreduce average hierarchically, not {}", a.name));
+  }
+  if (a.max_staleness > 0) {
+    if (a.name != "dpsgd") {
+      throw ConfigError(fmt::format(
+          "algorithm.max_staleness: bounded staleness is dpsgd's, not {}'s (adpsgd's staleness is "
+          "unbounded; sgp bounds its delay with algorithm.tau)", a.name));
+    }
+    if (a.overlap || a.hierarchical) {
+      throw ConfigError(fmt::format("algorithm.max_staleness: not with algorithm.{} (a stale "
+                                    "neighbor's model already stands in for the exchange in "
+                                    "flight)", a.overlap ? "overlap" : "hierarchical"));
+    }
+    if (world_size > 1 && topology::is_time_varying(topology)) {
+      throw ConfigError(fmt::format(
+          "algorithm.max_staleness needs a static graph (the rounds a neighbor sent are kept "
+          "per edge); topology.graph={} changes every round", topology.graph));
+    }
   }
   if (a.hierarchical && a.overlap) {
     throw ConfigError("algorithm.hierarchical: not with algorithm.overlap (the three phases of a "

@@ -1,13 +1,14 @@
 #include "optimizers/dpsgd.h"
 
 #include "core/stopwatch.h"
+#include "optimizers/bounded_staleness.h"
 #include "optimizers/device_arrays.h"
 #include "optimizers/exchange.h"
 
 namespace murmur::optimizers {
 
 namespace {
-constexpr std::string_view kKeys[] = {"local_steps", "overlap", "hierarchical"};
+constexpr std::string_view kKeys[] = {"local_steps", "overlap", "hierarchical", "max_staleness"};
 }  // namespace
 
 const AlgorithmInfo kDpsgd{
@@ -18,6 +19,7 @@ const AlgorithmInfo kDpsgd{
     .rejoins = RejoinPolicy::kPerPair,
     .keys = kKeys,
     .make = [](const AveragingContext& c) -> std::unique_ptr<Averaging> {
+      if (c.algorithm.max_staleness > 0) return std::make_unique<BoundedStaleness>(c);
       return std::make_unique<Dpsgd>(c);
     }};
 

@@ -103,12 +103,12 @@ Distributed::Distributed(const ExperimentConfig& config, int rank, device::Devic
                                    *params_region_,  config.run.seed};
   if (config.algorithm.hierarchical) ctx.ranks_per_node = ranks_per_node(config, transport_->rank(), live_ != nullptr);
   averaging_ = optimizers::make_averaging(ctx);
-  const optimizers::AlgorithmInfo& info = optimizers::find_algorithm(config.algorithm.name);
-  if (!live_ || info.rejoins == optimizers::RejoinPolicy::kNone) return;
+  const optimizers::RejoinPolicy rejoins = optimizers::rejoin_policy(config.algorithm);
+  if (!live_ || rejoins == optimizers::RejoinPolicy::kNone) return;
   // How far apart neighbors' clocks can drift (the rest of the margin is the answerer's pace
   // over one peer timeout, rejoin.h): gossip steps drift by about one round per hop; a ring
   // moves in lockstep, a round or two apart while it agrees.
-  const bool per_pair = info.rejoins == optimizers::RejoinPolicy::kPerPair;
+  const bool per_pair = rejoins == optimizers::RejoinPolicy::kPerPair;
   const std::int64_t hops = config.world.size + 2;
   const std::int64_t drift = per_pair ? hops * config.algorithm.local_steps : hops;
   responder_ = std::make_unique<membership::JoinResponder>(
@@ -141,8 +141,8 @@ void Distributed::after_step(std::int64_t step) {
 
 std::int64_t Distributed::rejoin(std::int64_t step) {
   if (!live_ || !responder_) return step;
-  const optimizers::AlgorithmInfo& info = optimizers::find_algorithm(config_.algorithm.name);
-  const bool per_pair = info.rejoins == optimizers::RejoinPolicy::kPerPair;
+  const bool per_pair =
+      optimizers::rejoin_policy(config_.algorithm) == optimizers::RejoinPolicy::kPerPair;
   // Ask the ranks this one averages with: its graph neighbors (a static graph), or everyone
   // (a graph that changes every round, and the allreduce family, which averages with all).
   const int n = config_.world.size, self = transport_->rank();
