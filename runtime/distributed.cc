@@ -9,6 +9,7 @@
 
 #include "optimizers/algorithm.h"
 #include "optimizers/device_arrays.h"
+#include "runtime/end_barrier.h"
 #include "runtime/result_gather.h"
 #include "topology/mixing.h"
 #include "topology/schedule.h"
@@ -205,6 +206,14 @@ std::int64_t Distributed::agree_start(std::int64_t step) {
     lowest = std::min(lowest, theirs);
   }
   return lowest;
+}
+
+void Distributed::finish() {
+  averaging_->finish();
+  if (!optimizers::find_algorithm(config_.algorithm.name).asynchronous) return;
+  constexpr std::int64_t kEnd = std::numeric_limits<std::int64_t>::max() / 2;
+  // Host bytes: the real transport, not the staging one.
+  await_everyone(*backend_, config_.transport, hood_->ranks(kEnd), live_.get());
 }
 
 FinalAverage Distributed::average(std::span<float> model) {

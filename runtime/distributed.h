@@ -50,8 +50,9 @@ class Distributed {
   // The algorithm's step, then (continue mode) answers peers that asked to rejoin.
   void after_step(std::int64_t step);
   void flush() { averaging_->flush(); }
-  // The end of training, before average(): the algorithm's exchanges end for good (averaging.h).
-  void finish() { averaging_->finish(); }
+  // The end of training, before average(): the algorithm's exchanges end for good (averaging.h);
+  // after an asynchronous one, the peers also wait for the slowest of them (end_barrier.h).
+  void finish();
   optimizers::AveragingStats take_stats() { return averaging_->take_stats(); }
   optimizers::Averaging& averaging() { return *averaging_; }
 

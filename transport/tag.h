@@ -31,6 +31,7 @@ inline constexpr unsigned kStartStep = 7;        // runtime: the step every peer
 inline constexpr unsigned kResults = 8;          // runtime: each peer's result, to the lowest
 inline constexpr unsigned kModelCheck = 9;       // api: every peer's model against rank 0's
 inline constexpr unsigned kUserCollective = 10;  // api: a program's own averages and barriers
+inline constexpr unsigned kEndBarrier = 11;      // runtime: an asynchronous run's peers meet at its end
 inline constexpr unsigned kFirstAlgorithm = 16;
 inline constexpr unsigned kCount = 64;           // purposes are < kCount
 }  // namespace purpose
