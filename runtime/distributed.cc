@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <limits>
+#include <numeric>
 
 #include <fmt/format.h>
 
@@ -210,10 +211,12 @@ std::int64_t Distributed::agree_start(std::int64_t step) {
 
 void Distributed::finish() {
   averaging_->finish();
-  if (!optimizers::find_algorithm(config_.algorithm.name).asynchronous) return;
-  constexpr std::int64_t kEnd = std::numeric_limits<std::int64_t>::max() / 2;
+  // Stop mode only (end_barrier.h): continue mode's live average waits while a peer is heard.
+  if (live_ || !optimizers::find_algorithm(config_.algorithm.name).asynchronous) return;
+  std::vector<int> everyone(static_cast<std::size_t>(config_.world.size));
+  std::iota(everyone.begin(), everyone.end(), 0);
   // Host bytes: the real transport, not the staging one.
-  await_everyone(*backend_, config_.transport, hood_->ranks(kEnd), live_.get());
+  await_everyone(*backend_, config_.transport, everyone);
 }
 
 FinalAverage Distributed::average(std::span<float> model) {

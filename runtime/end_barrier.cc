@@ -19,7 +19,7 @@ constexpr auto kNoDeadline = std::chrono::hours(24 * 365);
 }  // namespace
 
 void await_everyone(transport::Transport& t, const TransportConfig& config,
-                    const std::vector<int>& ranks, membership::LiveSet* live) {
+                    const std::vector<int>& ranks) {
   if (ranks.size() < 2) return;
   const int self = t.rank(), leader = ranks.front();
   const transport::TagLayout layout(t);
@@ -28,19 +28,14 @@ void await_everyone(transport::Transport& t, const TransportConfig& config,
   std::vector<std::byte> bytes(ranks.size());
   auto region = t.register_region(bytes);
   const transport::ByteRange one{0, 1};
-  // Waits for `request` while its peer is heard; false if it went silent (marked dead, live).
+  // Waits for `request` while its peer is heard.
   auto heard = [&](transport::Request& request, int peer, const char* what) {
     const auto silence = std::chrono::milliseconds(
         t.silent_for(peer) ? config.peer_timeout_ms : config.recv_timeout_ms);
-    if (transport::wait_heard(t, request, silence, kNoDeadline) == transport::WaitEnd::kDone) {
-      return true;
-    }
+    if (transport::wait_heard(t, request, silence, kNoDeadline) == transport::WaitEnd::kDone) return;
     t.cancel(request);
-    const std::string why = fmt::format("{}: rank {}: rank {} was silent for {} ms while {}",
-                                        t.name(), self, peer, silence.count(), what);
-    if (!live) throw PeerLost(why);
-    live->mark_dead(peer, why);
-    return false;
+    throw PeerLost(fmt::format("{}: rank {}: rank {} was silent for {} ms while {}", t.name(),
+                               self, peer, silence.count(), what));
   };
   if (self != leader) {
     auto release = t.recv(leader, released, *region, {1, 1});
@@ -53,13 +48,12 @@ void await_everyone(transport::Transport& t, const TransportConfig& config,
   for (std::size_t k = 1; k < ranks.size(); ++k) {
     reports.push_back(t.recv(ranks[k], arrived, *region, {k, 1}));
   }
-  std::vector<bool> here(ranks.size(), true);
   for (std::size_t k = 1; k < ranks.size(); ++k) {
-    here[k] = heard(reports[k - 1], ranks[k], "this peer waited for it to end its steps");
+    heard(reports[k - 1], ranks[k], "this peer waited for it to end its steps");
   }
   std::vector<std::pair<int, transport::Request>> releases;
   for (std::size_t k = 1; k < ranks.size(); ++k) {
-    if (here[k]) releases.emplace_back(ranks[k], t.send(ranks[k], released, *region, {0, 1}));
+    releases.emplace_back(ranks[k], t.send(ranks[k], released, *region, {0, 1}));
   }
   for (auto& [peer, r] : releases) heard(r, peer, "it was told every peer had ended its steps");
 }
