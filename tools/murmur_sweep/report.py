@@ -20,7 +20,8 @@ from . import checkpoints, plots, spec
 
 COLUMNS = ["point", "peers", "peer_acc_mean", "peer_acc_min", "avg_model_acc", "consensus_distance",
            "bytes_per_peer", "wall_time_s", "time_to_target_s", "bytes_to_target", "epochs_to_target",
-           "slowest_to_target_s", "bytes_total_to_target", "spectral_gap"]
+           "slowest_to_target_s", "bytes_total_to_target", "spectral_gap", "mean_wait_s",
+           "staleness_p50", "staleness_max"]
 
 
 def read_metrics(path):
@@ -110,6 +111,9 @@ def point_row(sweep, point, run_dir, topo, peer=None):
     row["peers"] = n
     if peers:
         accs = [p["test_accuracy"] for p in peers]
+        waits = [p["wait_s"] for p in peers if p.get("wait_s") is not None]
+        if waits:
+            row["mean_wait_s"] = sum(waits) / len(waits)  # blocked on neighbors, per peer
         row.update(peer_acc_mean=sum(accs) / len(accs), peer_acc_min=min(accs),
                    bytes_per_peer=sum(p.get("bytes_sent", 0) for p in peers) / len(peers),
                    steps=max(p.get("steps", 0) for p in peers))  # for the plots, not the table
@@ -117,6 +121,9 @@ def point_row(sweep, point, run_dir, topo, peer=None):
         row["avg_model_acc"] = s["average_model"]["test_accuracy"]
         row["consensus_distance"] = s.get("consensus_distance")
     row["wall_time_s"] = s.get("wall_time_s")
+    # The ages of the models averaged (adpsgd, dpsgd with max_staleness), in local steps.
+    ex = s.get("exchanges") or {}
+    row.update({k: ex[k] for k in ("staleness_p50", "staleness_max") if ex.get(k) is not None})
     cv = curves(run_dir, n)
     if sweep.target is not None:
         hit = next((c for c in cv if c["acc_mean"] >= sweep.target), None)
