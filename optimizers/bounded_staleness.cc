@@ -8,6 +8,7 @@
 #include "core/logging.h"
 #include "core/stopwatch.h"
 #include "optimizers/device_arrays.h"
+#include "transport/collectives.h"
 
 namespace murmur::optimizers {
 
@@ -51,26 +52,22 @@ BoundedStaleness::~BoundedStaleness() {
   // Withdraw whatever is still posted (an exception ended the run, or finish() never ran), so
   // that no transport writes into or reads from the slots after they are freed.
   transport::Transport& t = hood_.transport();
-  const auto withdraw = [&t](transport::Request& r) {
-    if (!r.valid() || r.state()->done.load()) return;
-    try {
-      t.cancel(r);
-    } catch (...) {
-      // A destructor reports nothing: the run's own error is the one to see.
-    }
-  };
   for (Neighbor& n : in_) {
     for (std::size_t i = 0; i < n.recvs.size(); ++i) {
-      if (n.posted[i] >= 0) withdraw(n.recvs[i]);
+      if (n.posted[i] >= 0) transport::cancel_quietly(t, n.recvs[i]);
     }
   }
   for (auto& ring : sends_) {
-    for (auto& s : ring) withdraw(s);
+    for (auto& s : ring) transport::cancel_quietly(t, s);
   }
 }
 
+std::size_t BoundedStaleness::ring_index(std::int64_t round) const {
+  return static_cast<std::size_t>(round % ring_);
+}
+
 std::size_t BoundedStaleness::slot_of(std::size_t k, std::int64_t round) const {
-  return k * static_cast<std::size_t>(ring_) + static_cast<std::size_t>(round % ring_);
+  return k * static_cast<std::size_t>(ring_) + ring_index(round);
 }
 
 void BoundedStaleness::after_step(std::int64_t step) {
@@ -150,7 +147,7 @@ void BoundedStaleness::post_through(std::int64_t round) {
     for (std::size_t k = 0; k < in_.size(); ++k) {
       Neighbor& n = in_[k];
       if (n.dropped) continue;
-      const std::size_t i = static_cast<std::size_t>(r % ring_);
+      const std::size_t i = ring_index(r);
       // The slot's previous round (r - 2s - 1) was sent before the round >= t - s that this
       // peer has from the neighbor: it lands, unless the neighbor is lost meanwhile.
       if (n.posted[i] >= 0 && !await(k, n.posted[i])) {
@@ -177,7 +174,7 @@ void BoundedStaleness::drain(std::size_t k) {
 
 bool BoundedStaleness::await(std::size_t k, std::int64_t round) {
   Neighbor& n = in_[k];
-  const std::size_t i = static_cast<std::size_t>(round % ring_);
+  const std::size_t i = ring_index(round);
   if (n.posted[i] != round) return true;  // landed earlier
   if (!hood_.wait(n.recvs[i], "a bounded-staleness receive")) {
     n.posted[i] = -1;  // cancelled by the wait

@@ -51,6 +51,7 @@ class BoundedStaleness final : public Averaging {
     std::vector<std::int64_t> posted;       // the round of each ring slot's receive, or -1
     std::int64_t freshest = -1;             // the newest round landed
   };
+  std::size_t ring_index(std::int64_t round) const;  // a neighbor's receive of `round`
   std::size_t slot_of(std::size_t k, std::int64_t round) const;
   void post_through(std::int64_t round);  // receives for every round up to `round`
   void drain(std::size_t k);              // takes the receives of neighbor k that have landed

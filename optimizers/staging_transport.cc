@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include "core/error.h"
+#include "transport/collectives.h"
 
 namespace murmur::optimizers {
 namespace {
@@ -202,12 +203,7 @@ bool StagingTransport::advance(Staged& op) {
   } catch (...) {
     op.error = std::current_exception();
     for (Staged::Piece& p : op.pieces) {
-      if (p.inner.valid() && !p.inner.state()->done) {
-        try {
-          inner_.cancel(p.inner);
-        } catch (...) {
-        }
-      }
+      transport::cancel_quietly(inner_, p.inner);
       if (p.fence) p.fence->wait();  // no copy touches the buffers once we have given up
     }
     op.done = true;

@@ -1,6 +1,5 @@
 #include "runtime/end_barrier.h"
 
-#include <array>
 #include <chrono>
 #include <cstddef>
 
@@ -27,7 +26,6 @@ void await_everyone(transport::Transport& t, const TransportConfig& config,
   const transport::Tag released = layout.make(transport::purpose::kEndBarrier, 1);
   std::vector<std::byte> bytes(ranks.size());
   auto region = t.register_region(bytes);
-  const transport::ByteRange one{0, 1};
   // Waits for `request` while its peer is heard.
   auto heard = [&](transport::Request& request, int peer, const char* what) {
     const auto silence = std::chrono::milliseconds(
@@ -39,7 +37,7 @@ void await_everyone(transport::Transport& t, const TransportConfig& config,
   };
   if (self != leader) {
     auto release = t.recv(leader, released, *region, {1, 1});
-    auto report = t.send(leader, arrived, *region, one);
+    auto report = t.send(leader, arrived, *region, {0, 1});
     heard(report, leader, "it reported the end of its steps");
     heard(release, leader, "this peer waited for every peer to end its steps");
     return;

@@ -19,17 +19,19 @@ void wait_or_lost(Transport& transport, Request& request, std::chrono::milliseco
                              timeout.count()));
 }
 
+void cancel_quietly(Transport& transport, Request& request) noexcept {
+  if (!request.valid() || request.state()->done.load()) return;
+  try {
+    transport.cancel(request);
+  } catch (...) {
+  }
+}
+
 CancelOnUnwind::~CancelOnUnwind() {
   if (std::uncaught_exceptions() <= uncaught_) return;
+  // Already failing: the exception in flight is the one to report.
   for (auto* list : lists_) {
-    for (auto& r : *list) {
-      if (!r.valid() || r.state()->done.load()) continue;
-      try {
-        transport_.cancel(r);
-      } catch (...) {
-        // Already failing: the exception in flight is the one to report.
-      }
-    }
+    for (auto& r : *list) cancel_quietly(transport_, r);
   }
 }
 

@@ -133,6 +133,10 @@ class Allreduce {
 void ring_allreduce(Transport& transport, Region& region, std::span<float> data, ReduceOp op,
                     Tag tag, const CollectiveOptions& options = {});
 
+// Cancels `request` if it is valid and still in flight, swallowing any error: for code that is
+// already failing or being destroyed, whose own error (or none) is the one to report.
+void cancel_quietly(Transport& transport, Request& request) noexcept;
+
 // Cancels, when a collective unwinds with an exception, every request of the watched lists that
 // is still in flight: a later message must not land in a buffer that the caller frees while the
 // exception propagates (that was a use-after-free when a neighbor died mid-allreduce).
