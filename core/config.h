@@ -296,12 +296,14 @@ struct CompressorConfig {
   std::string name = "none";  // optimizers/compressor.h
   double ratio = 0.01;        // topk / randomk: fraction of entries kept
   int levels = 16;            // qsgd: quantization levels s
+  int bucket = 512;           // qsgd: entries quantized against one norm (0: the whole vector)
 };
 template <class V>
 void describe(V& v, CompressorConfig& c) {
   v("name", c.name, Registered{});
   v("ratio", c.ratio, Range{1e-9, 1});
   v("levels", c.levels, Range{1, 1 << 20});
+  v("bucket", c.bucket, Range{0, 1 << 30});
 }
 
 struct AlgorithmConfig {

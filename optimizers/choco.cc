@@ -2,6 +2,9 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <cmath>
+#include <complex>
 #include <sstream>
 
 #include "core/error.h"
@@ -10,6 +13,7 @@
 #include "optimizers/device_arrays.h"
 #include "optimizers/exchange.h"
 #include "topology/mixing.h"
+#include "topology/spectral.h"
 
 namespace murmur::optimizers {
 
@@ -52,6 +56,16 @@ const AlgorithmInfo kChoco{
       return std::make_unique<Choco>(c);
     }};
 
+ChocoBound choco_gamma_bound(double delta, const topology::MixingMatrix& w) {
+  ChocoBound b;
+  const auto lambda = topology::eigenvalues(w);
+  b.spectral_gap = lambda.size() > 1 ? 1 - std::abs(lambda[1]) : 1;
+  for (const auto& l : lambda) b.beta = std::max(b.beta, std::abs(1.0 - l));
+  const double rho = b.spectral_gap, beta2 = b.beta * b.beta;
+  b.gamma = rho * rho * delta / (16 * rho + rho * rho + 4 * beta2 + 2 * rho * beta2 - 8 * rho * delta);
+  return b;
+}
+
 Choco::Choco(const AveragingContext& ctx)
     : hood_(ctx.hood),
       device_(ctx.device),
@@ -74,6 +88,15 @@ Choco::Choco(const AveragingContext& ctx)
   slots_.reserve(std::max<std::size_t>(1, mixing_.recv_from.size()));
   for (std::size_t k = 0; k < mixing_.recv_from.size(); ++k) copies_.push_back(device_.zeros(params_.size()));
   in_s_.assign(mixing_.recv_from.size(), 1);
+  const int n = hood_.transport().world_size();
+  if (hood_.transport().rank() == 0 && n <= 1024) {  // an eigensolve of n x n: once, and small
+    const double delta = compressor_->delta(params_.size());
+    const ChocoBound b = choco_gamma_bound(delta, topology::mixing_at(ctx.topology, n, ctx.seed, 0));
+    log().info("choco: consensus_lr {} against {:.3g}, the bound of Koloskova et al.'s Theorem 2 "
+               "for {} (delta {:.3g} on {} floats) on this graph (spectral gap {:.3g}, "
+               "||I - W|| {:.3g})", gamma_, b.gamma, compressor_->name(), delta, params_.size(),
+               b.spectral_gap, b.beta);
+  }
   if (!device_.host_memory()) {
     host_.assign(params_.size(), 0.0f);
     decoded_ = device_.zeros(params_.size());

@@ -33,6 +33,18 @@ namespace murmur::optimizers {
 
 extern const AlgorithmInfo kChoco;
 
+// The consensus step under which Koloskova et al. 2019 (Theorem 2) prove CHOCO-Gossip converges
+// linearly, for a compressor of contraction delta (Compressor::delta) and a symmetric doubly
+// stochastic W of spectral gap rho = 1 - |lambda_2| and beta = ||I - W||_2:
+// gamma* = rho^2 delta / (16 rho + rho^2 + 4 beta^2 + 2 rho beta^2 - 8 rho delta).
+// A sufficient bound, far below what runs well in practice (top-10% on a ring of 4: 0.0024,
+// where 0.2 converges), but a compressor far past it can diverge: unbucketed qsgd's delta of
+// 0.021 on the MLP gives 0.00046, and gamma 0.2 ran to NaN.
+struct ChocoBound {
+  double spectral_gap = 1, beta = 0, gamma = 1;
+};
+ChocoBound choco_gamma_bound(double delta, const topology::MixingMatrix& w);
+
 class Choco final : public Averaging {
  public:
   // x^ and s start at 0, as in the paper.

@@ -1,10 +1,10 @@
 // Compressors for communication-efficient averaging (algorithm.compressor): a vector of floats
 // becomes a byte message and back. topk and randomk keep ratio * n entries (index + value);
-// qsgd quantizes to s = levels levels with stochastic rounding (Alistarh et al. 2017); sign
-// sends one bit per entry and the mean magnitude (Bernstein et al. 2018; Karimireddy et al. 2019
-// for its error feedback); fp16 and bf16 round each entry. Stateless and thread-safe;
-// randomized ones draw from the caller's Rng. ErrorFeedback adds the memory that makes a
-// biased compressor converge.
+// qsgd quantizes each bucket of entries to s = levels levels of the bucket's norm with
+// stochastic rounding (Alistarh et al. 2017); sign sends one bit per entry and the mean
+// magnitude (Bernstein et al. 2018; Karimireddy et al. 2019 for its error feedback); fp16 and
+// bf16 round each entry. Stateless and thread-safe; randomized ones draw from the caller's Rng.
+// ErrorFeedback adds the memory that makes a biased compressor converge.
 #pragma once
 
 #include <cstddef>
@@ -36,6 +36,10 @@ class Compressor {
   // E||c Q(v) - v||^2 <= (1 - delta) ||v||^2: 1 / (1 + omega) for unbiased qsgd of variance
   // omega (Koloskova et al. 2019, Sec. 3), 1 for the others.
   virtual double contraction_scale(std::size_t n) const { return 1.0; }
+  // That delta for n floats, with contraction_scale applied, as Koloskova et al. list it: k / n
+  // for topk and randomk, 1 / (1 + omega) for qsgd, 1 / n for sign (its worst case, a vector
+  // with one nonzero entry), 1 for none, 1 - 2^-22 and 1 - 2^-16 for fp16 and bf16.
+  virtual double delta(std::size_t n) const = 0;
 };
 
 // The names algorithm.compressor.name takes: none (plain float32), topk, randomk, qsgd, sign,
