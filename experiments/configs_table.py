@@ -15,7 +15,8 @@ import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CONFIGS = ["single", "allreduce", "ring", "torus", "exponential", "one_peer_exponential",
-           "gossip_random", "sgp", "adpsgd", "ssp", "local_sgd", "diloco", "choco_topk"]
+           "gossip_random", "gossipgrad", "sgp", "adpsgd", "ssp", "local_sgd", "diloco",
+           "choco_topk"]
 
 
 def run(config, peers, backend, out):

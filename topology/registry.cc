@@ -22,6 +22,7 @@
   X(kExponentialGraph)            \
   X(kOnePeerExponentialGraph)     \
   X(kRandomMatchingGraph)         \
+  X(kGossipGradGraph)             \
   X(kRandomKoutGraph)             \
   X(kCustomGraph)
 

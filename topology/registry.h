@@ -65,6 +65,8 @@ inline bool directed_never(const TopologyConfig&) { return false; }
 inline int period_static(int) { return 1; }
 inline int period_never(int) { return 0; }
 inline void accepts_any_size(const TopologyConfig&, int) {}
+// Throws ConfigError "topology.graph: <graph> needs world.size to be a power of 2; got n peers".
+void require_power_of_two(std::string_view graph, int n);
 
 // A Graph with each out-list sorted and without repeats, which is what Graph promises; every
 // builder that may list a neighbor twice (ring(2), small tori) funnels through here.

@@ -18,6 +18,7 @@ namespace {
 // shuffle or initialization streams other rooms fork from the same run seed.
 constexpr std::uint64_t kMatchingStream = 0x746f706f6d617463ull;  // "topomatc"
 constexpr std::uint64_t kKoutStream = 0x746f706f6b6f7574ull;      // "topokout"
+constexpr std::uint64_t kGossipGradStream = 0x746f706f67677264ull;  // "topoggrd"
 
 int ceil_log2(int n) {
   int tau = 0;
@@ -27,6 +28,16 @@ int ceil_log2(int n) {
 
 void check_round(std::int64_t round) {
   if (round < 0) throw ConfigError(fmt::format("topology: round {} (must be >= 0)", round));
+}
+
+// A uniform permutation of 0..n-1 (Fisher-Yates), the same on every peer for the same rng.
+std::vector<int> draw_permutation(Rng& rng, int n) {
+  std::vector<int> perm(static_cast<std::size_t>(n));
+  std::iota(perm.begin(), perm.end(), 0);
+  for (int i = n - 1; i > 0; --i) {
+    std::swap(perm[i], perm[rng.below(static_cast<std::uint64_t>(i) + 1)]);
+  }
+  return perm;
 }
 
 void check_kout(int n, int k) {
@@ -68,16 +79,26 @@ Graph one_peer_exponential(int n, std::int64_t round) {
 Graph random_matching(int n, std::uint64_t seed, std::int64_t round) {
   check_round(round);
   Rng rng = Rng(seed).fork(kMatchingStream).fork(static_cast<std::uint64_t>(round));
-  std::vector<int> perm(static_cast<std::size_t>(n));
-  std::iota(perm.begin(), perm.end(), 0);
-  for (int i = n - 1; i > 0; --i) {  // Fisher-Yates, drawn the same way on every peer
-    std::swap(perm[i], perm[rng.below(static_cast<std::uint64_t>(i) + 1)]);
-  }
+  const std::vector<int> perm = draw_permutation(rng, n);
   std::vector<std::vector<int>> out(static_cast<std::size_t>(n));
   for (int m = 0; m + 1 < n; m += 2) {
     out[perm[m]] = {perm[m + 1]};
     out[perm[m + 1]] = {perm[m]};
   }
+  return Graph{n, false, std::move(out)};
+}
+
+Graph gossipgrad(int n, std::uint64_t seed, std::int64_t round) {
+  check_round(round);
+  require_power_of_two("gossipgrad", n);
+  std::vector<std::vector<int>> out(static_cast<std::size_t>(n));
+  if (n == 1) return Graph{n, false, std::move(out)};
+  const int tau = ceil_log2(n);
+  // The period's labelling: rank perm[v] plays hypercube vertex v for tau rounds.
+  Rng rng = Rng(seed).fork(kGossipGradStream).fork(static_cast<std::uint64_t>(round / tau));
+  const std::vector<int> perm = draw_permutation(rng, n);
+  const int bit = 1 << (round % tau);
+  for (int v = 0; v < n; ++v) out[perm[v]] = {perm[v ^ bit]};
   return Graph{n, false, std::move(out)};
 }
 
@@ -125,6 +146,18 @@ extern constinit const GraphInfo kRandomMatchingGraph{
     .validate = accepts_any_size,
     .build = [](const TopologyConfig&, int n, std::uint64_t seed, std::int64_t round) {
       return random_matching(n, seed, round);
+    }};
+
+extern constinit const GraphInfo kGossipGradGraph{
+    .name = "gossipgrad",
+    .summary = "round t: one partner, i <-> i xor 2^(t mod log2 n), the ranks relabelled at random "
+               "every log2 n rounds (GossipGraD, Daily et al. 2018); n a power of 2",
+    .directed = directed_never,
+    .time_varying = true,
+    .period = period_never,
+    .validate = [](const TopologyConfig&, int n) { require_power_of_two("gossipgrad", n); },
+    .build = [](const TopologyConfig&, int n, std::uint64_t seed, std::int64_t round) {
+      return gossipgrad(n, seed, round);
     }};
 
 extern constinit const GraphInfo kRandomKoutGraph{

@@ -12,7 +12,8 @@
 namespace murmur::topology {
 
 // Returns true iff the graph changes between rounds (one_peer_exponential, random_matching,
-// random_kout): its row's time_varying. Throws ConfigError for an unknown graph name.
+// gossipgrad, random_kout): its row's time_varying. Throws ConfigError for an unknown graph
+// name.
 bool is_time_varying(const TopologyConfig& config);
 
 // Rounds after which the schedule repeats: 1 for a static graph, tau = ceil(log2 n) for
@@ -34,6 +35,14 @@ Graph one_peer_exponential(int n, std::int64_t round);
 // A perfect matching from a permutation drawn from (seed, round): ranks perm[2m] and
 // perm[2m+1] exchange both ways; with n odd the last rank of the permutation sits out.
 Graph random_matching(int n, std::uint64_t seed, std::int64_t round);
+
+// GossipGraD's partner schedule (Daily et al. 2018): in round t, vertex v of a hypercube pairs
+// with v xor 2^(t mod tau), tau = log2 n, so each rank talks to one partner per round and a
+// value on one rank reaches all n within tau rounds (the product of a period's 1/2-weighted
+// matchings is the exact average). Which rank plays which vertex is a permutation drawn from
+// (seed, t / tau): the partners rotate every period, as GossipGraD rotates them so that no rank
+// keeps the same log2 n partners. Undirected; n must be a power of 2 (ConfigError otherwise).
+Graph gossipgrad(int n, std::uint64_t seed, std::int64_t round);
 
 // Each rank j sends to k distinct other ranks drawn from (seed, round, j). Directed; in-degrees
 // vary, so its uniform weights are column-stochastic (push-sum), not row-stochastic.

@@ -13,15 +13,6 @@
 namespace murmur::topology {
 namespace {
 
-bool is_power_of_two(int n) { return n >= 1 && (n & (n - 1)) == 0; }
-
-void require_power_of_two(int n) {
-  if (!is_power_of_two(n)) {
-    throw ConfigError(fmt::format(
-        "topology.graph: hypercube needs world.size to be a power of 2; got {} peers", n));
-  }
-}
-
 // Returns a torus shape for n, or {0, 0} if there is none.
 std::pair<int, int> find_torus_shape(int n) {
   int best = 0;
@@ -39,6 +30,13 @@ Graph build_static(const TopologyConfig&, int n, std::uint64_t, std::int64_t) {
 }
 
 }  // namespace
+
+void require_power_of_two(std::string_view graph, int n) {
+  if (n < 1 || (n & (n - 1)) != 0) {
+    throw ConfigError(fmt::format(
+        "topology.graph: {} needs world.size to be a power of 2; got {} peers", graph, n));
+  }
+}
 
 std::pair<int, int> torus_shape(int n) {
   const auto shape = find_torus_shape(n);
@@ -90,7 +88,7 @@ Graph complete(int n) {
 }
 
 Graph hypercube(int n) {
-  require_power_of_two(n);
+  require_power_of_two("hypercube", n);
   std::vector<std::vector<int>> out(static_cast<std::size_t>(n));
   for (int i = 0; i < n; ++i) {
     for (int bit = 1; bit < n; bit <<= 1) out[i].push_back(i ^ bit);
@@ -148,7 +146,7 @@ extern constinit const GraphInfo kHypercubeGraph{
     .directed = directed_never,
     .time_varying = false,
     .period = period_static,
-    .validate = [](const TopologyConfig&, int n) { require_power_of_two(n); },
+    .validate = [](const TopologyConfig&, int n) { require_power_of_two("hypercube", n); },
     .build = build_static<hypercube>};
 
 extern constinit const GraphInfo kExponentialGraph{

@@ -93,7 +93,7 @@ TEST_CASE("every graph and weights scheme has one row, found by its name", "[top
   // The names core's config accepts today are all registered: no row fell out of the list.
   for (const char* name : {"ring", "ring_directed", "torus", "complete", "hypercube",
                            "exponential", "one_peer_exponential", "random_matching",
-                           "random_kout", "custom"}) {
+                           "gossipgrad", "random_kout", "custom"}) {
     REQUIRE_NOTHROW(find_graph(name));
   }
   for (const char* name : {"uniform", "metropolis", "custom"}) REQUIRE_NOTHROW(find_weights(name));

@@ -1,9 +1,11 @@
 // Time-varying schedules: the graph of a round depends on (seed, round) only, so every rank
 // derives the same one alone; random matchings are matchings, k-out graphs have out-degree k,
-// and one-peer exponential rounds multiply to exact averaging when n is a power of 2.
+// one-peer exponential rounds multiply to exact averaging when n is a power of 2, and gossipgrad
+// pairs along a relabelled hypercube.
 #include <catch2/catch.hpp>
 
 #include <cmath>
+#include <set>
 #include <string>
 
 #include "core/config.h"
@@ -64,6 +66,49 @@ TEST_CASE("random matching pairs ranks both ways, leaving one out when n is odd"
       REQUIRE(alone == n % 2);
     }
   }
+}
+
+TEST_CASE("gossipgrad pairs each rank with one partner per hypercube dimension, relabelled "
+          "every period", "[topology]") {
+  for (int n : {2, 8, 16}) {
+    CAPTURE(n);
+    const int tau = n == 2 ? 1 : n == 8 ? 3 : 4;
+    REQUIRE(is_time_varying(named("gossipgrad")));
+    REQUIRE(period(named("gossipgrad"), n) == 0);
+    std::vector<std::vector<int>> first_period;
+    bool rotated = false;
+    for (std::int64_t round = 0; round < 4 * tau; ++round) {
+      const Graph g = gossipgrad(n, 21, round);
+      REQUIRE_FALSE(g.directed);
+      REQUIRE(g.out == graph_at(named("gossipgrad"), n, 21, round).out);
+      std::set<int> seen;
+      for (int i = 0; i < n; ++i) {
+        REQUIRE(g.out[i].size() == 1);
+        const int j = g.out[i][0];
+        REQUIRE(j != i);
+        REQUIRE(g.out[j] == std::vector<int>{i});
+        seen.insert(j);
+      }
+      REQUIRE(seen.size() == static_cast<std::size_t>(n));
+      // Within a period the partners of one rank are tau distinct ranks (one per dimension).
+      if (round < tau) {
+        first_period.push_back({});
+        for (int i = 0; i < n; ++i) first_period.back().push_back(g.out[i][0]);
+      } else if (n > 2) {
+        const auto& same = first_period[static_cast<std::size_t>(round % tau)];
+        for (int i = 0; i < n; ++i) rotated = rotated || g.out[i][0] != same[i];
+      }
+    }
+    for (int i = 0; i < n; ++i) {
+      std::set<int> partners;
+      for (const auto& round : first_period) partners.insert(round[i]);
+      REQUIRE(partners.size() == static_cast<std::size_t>(tau));
+    }
+    if (n > 2) CHECK(rotated);  // later periods pair ranks differently
+  }
+  REQUIRE(gossipgrad(1, 21, 0).out == std::vector<std::vector<int>>{{}});
+  REQUIRE_THROWS_WITH(graph_at(named("gossipgrad"), 6, 0, 0),
+                      Catch::Contains("gossipgrad") && Catch::Contains("power of 2"));
 }
 
 TEST_CASE("random matching draws every pair about equally often", "[topology]") {
