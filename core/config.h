@@ -297,6 +297,7 @@ struct CompressorConfig {
   double ratio = 0.01;        // topk / randomk: fraction of entries kept
   int levels = 16;            // qsgd: quantization levels s
   int bucket = 512;           // qsgd: entries quantized against one norm (0: the whole vector)
+  std::string rounding = "nearest";  // fp16, bf16: nearest (even), or stochastic
 };
 template <class V>
 void describe(V& v, CompressorConfig& c) {
@@ -304,6 +305,7 @@ void describe(V& v, CompressorConfig& c) {
   v("ratio", c.ratio, Range{1e-9, 1});
   v("levels", c.levels, Range{1, 1 << 20});
   v("bucket", c.bucket, Range{0, 1 << 30});
+  v("rounding", c.rounding, Registered{});
 }
 
 struct AlgorithmConfig {

@@ -209,34 +209,62 @@ class SignCompressor final : public Compressor {
   }
 };
 
+// fp16 or bf16 per entry. Rounding to nearest (even) keeps a relative error of 2^-11 (fp16) or
+// 2^-8 (bf16) but is biased for a value repeatedly rounded; stochastic rounding (Gupta et al.
+// 2015) picks one of the two neighbours with probability by distance, so E[round(x)] = x.
 class HalfCompressor final : public Compressor {
  public:
-  explicit HalfCompressor(bool bf16) : bf16_(bf16) {}
+  HalfCompressor(bool bf16, bool stochastic) : bf16_(bf16), stochastic_(stochastic) {}
   std::string name() const override { return bf16_ ? "bf16" : "fp16"; }
   std::size_t max_bytes(std::size_t n) const override { return 2 * n; }
-  // Rounding to nearest keeps a relative error of 2^-11 (fp16) or 2^-8 (bf16) in normal range.
   double delta(std::size_t) const override { return bf16_ ? 1.0 - 0x1p-16 : 1.0 - 0x1p-22; }
-  std::size_t encode(std::span<const float> v, std::span<std::byte> out, Rng&) const override {
+  std::size_t encode(std::span<const float> v, std::span<std::byte> out, Rng& rng) const override {
     for (std::size_t i = 0; i < v.size(); ++i) {
-      put<std::uint16_t>(out, 2 * i, bf16_ ? to_bf16(v[i]) : to_fp16(v[i]));
+      const std::uint16_t h = bf16_ ? to_bf16(v[i]) : to_fp16(v[i]);
+      put<std::uint16_t>(out, 2 * i, stochastic_ ? round_stochastically(v[i], h, rng) : h);
     }
     return 2 * v.size();
   }
   void decode_add(std::span<const std::byte> m, float scale, std::span<float> out) const override {
     if (m.size() != 2 * out.size()) malformed(name(), m.size(), out.size());
     for (std::size_t i = 0; i < out.size(); ++i) {
-      const auto h = get<std::uint16_t>(m, 2 * i);
-      out[i] += scale * (bf16_ ? from_bf16(h) : from_fp16(h));
+      out[i] += scale * widen(get<std::uint16_t>(m, 2 * i));
     }
   }
 
  private:
-  bool bf16_;
+  float widen(std::uint16_t h) const { return bf16_ ? from_bf16(h) : from_fp16(h); }
+  // nearest is f rounded to nearest; the other neighbour of f is one step of the 16-bit code
+  // away from it, towards f (codes of one sign are ordered by magnitude).
+  std::uint16_t round_stochastically(float f, std::uint16_t nearest, Rng& rng) const {
+    const float a = widen(nearest);
+    if (a == f || !std::isfinite(a) || !std::isfinite(f)) return nearest;
+    const std::uint16_t sign = f < 0 ? 0x8000u : 0;
+    const std::uint16_t magnitude = nearest & 0x7FFFu;
+    std::uint16_t other;
+    if (std::fabs(a) < std::fabs(f)) {
+      other = static_cast<std::uint16_t>(sign | (magnitude + 1));
+    } else {
+      other = magnitude == 0 ? nearest : static_cast<std::uint16_t>(sign | (magnitude - 1));
+    }
+    const float b = widen(other);
+    if (!std::isfinite(b) || b == a) return nearest;
+    // P(b) = |f - a| / |b - a|: the farther f is from a, the likelier b.
+    const double p = static_cast<double>(std::fabs(f - a)) / std::fabs(b - a);
+    return rng.uniform() < p ? other : nearest;
+  }
+
+  bool bf16_, stochastic_;
 };
 
 }  // namespace
 
 namespace {
+// algorithm.compressor.rounding, for fp16 and bf16.
+[[maybe_unused]] const bool kRoundingsRegistered =
+    register_names("algorithm.compressor.rounding", {"nearest", "stochastic"});
+bool stochastic(const CompressorConfig& c) { return c.rounding == "stochastic"; }
+
 // The compressors, one row each: what algorithm.compressor.name takes.
 struct CompressorEntry {
   std::string_view name;
@@ -248,8 +276,8 @@ const CompressorEntry kCompressors[] = {
     {"randomk", [](const CompressorConfig& c) -> std::unique_ptr<Compressor> { return std::make_unique<SparseCompressor>(false, c.ratio); }},
     {"qsgd", [](const CompressorConfig& c) -> std::unique_ptr<Compressor> { return std::make_unique<QsgdCompressor>(c.levels, c.bucket); }},
     {"sign", [](const CompressorConfig&) -> std::unique_ptr<Compressor> { return std::make_unique<SignCompressor>(); }},
-    {"fp16", [](const CompressorConfig&) -> std::unique_ptr<Compressor> { return std::make_unique<HalfCompressor>(false); }},
-    {"bf16", [](const CompressorConfig&) -> std::unique_ptr<Compressor> { return std::make_unique<HalfCompressor>(true); }},
+    {"fp16", [](const CompressorConfig& c) -> std::unique_ptr<Compressor> { return std::make_unique<HalfCompressor>(false, stochastic(c)); }},
+    {"bf16", [](const CompressorConfig& c) -> std::unique_ptr<Compressor> { return std::make_unique<HalfCompressor>(true, stochastic(c)); }},
 };
 [[maybe_unused]] const bool kRegistered = register_names("algorithm.compressor.name", compressor_names());
 }  // namespace

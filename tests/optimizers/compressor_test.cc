@@ -91,6 +91,49 @@ TEST_CASE("fp16 and bf16 compressors keep each entry within half an ulp", "[comp
   }
 }
 
+TEST_CASE("stochastic fp16 and bf16 rounding picks a neighbour by distance, unbiased",
+          "[compressor]") {
+  for (const std::string name : {"fp16", "bf16"}) {
+    CAPTURE(name);
+    CompressorConfig config;
+    config.name = name;
+    config.rounding = "stochastic";
+    auto c = make_compressor(config);
+    config.rounding = "nearest";
+    auto nearest = make_compressor(config);
+    // Values between codes, near zero (subnormal fp16), negative, and one exactly representable.
+    std::vector<float> v{0.1f, -0.3337f, 1.0f / 3, 1e-6f, -2.5e-7f, 1000.7f, 0.5f};
+    Rng rng(3);
+    const auto at_nearest = roundtrip(*nearest, v, rng);
+    std::vector<double> sum(v.size(), 0.0);
+    std::vector<std::set<float>> seen(v.size());
+    const int draws = 20000;
+    for (int t = 0; t < draws; ++t) {
+      const auto q = roundtrip(*c, v, rng);
+      for (std::size_t i = 0; i < v.size(); ++i) {
+        sum[i] += q[i];
+        seen[i].insert(q[i]);
+      }
+    }
+    for (std::size_t i = 0; i < v.size(); ++i) {
+      CAPTURE(v[i], at_nearest[i]);
+      // Two outputs, one of them the nearest, bracketing v; exactly representable: one.
+      REQUIRE(seen[i].count(at_nearest[i]) == 1);
+      if (at_nearest[i] == v[i]) {
+        CHECK(seen[i].size() == 1);
+        continue;
+      }
+      REQUIRE(seen[i].size() == 2);
+      const float lo = *seen[i].begin(), hi = *seen[i].rbegin();
+      CHECK(lo < v[i]);
+      CHECK(v[i] < hi);
+      // The mean of the draws is v within 5 sigma (each draw's variance <= (hi - lo)^2 / 4).
+      const double tol = 5 * (double(hi) - lo) / 2 / std::sqrt(draws);
+      CHECK(std::fabs(sum[i] / draws - v[i]) <= tol);
+    }
+  }
+}
+
 TEST_CASE("topk keeps exactly the k largest magnitudes", "[compressor]") {
   auto v = random_vector(1000, 3);
   Rng rng(4);
