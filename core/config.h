@@ -319,6 +319,7 @@ struct AlgorithmConfig {
   double outer_lr = 0.7;        // diloco outer Nesterov
   double outer_momentum = 0.9;
   double consensus_lr = 1.0;    // choco gamma
+  double elastic_beta = 0.9;    // easgd: Zhang et al.'s beta = p alpha, the center's moving rate
   // dpsgd, allreduce: exact average within each node first, then the algorithm between nodes
   // (one leader per node, the graph over nodes), then the result shared within the node.
   bool hierarchical = false;
@@ -335,6 +336,7 @@ void describe(V& v, AlgorithmConfig& c) {
   v("outer_lr", c.outer_lr, Range{0, 1e3});
   v("outer_momentum", c.outer_momentum, Range{0, 0.999999});
   v("consensus_lr", c.consensus_lr, Range{0, 1});
+  v("elastic_beta", c.elastic_beta, Range{0, 1});
   v("hierarchical", c.hierarchical);
   v("compressor", c.compressor);
 }

@@ -14,6 +14,7 @@
 #include "optimizers/choco.h"
 #include "optimizers/diloco.h"
 #include "optimizers/dpsgd.h"
+#include "optimizers/easgd.h"
 #include "optimizers/hierarchical.h"
 #include "optimizers/local_sgd.h"
 #include "optimizers/no_averaging.h"
@@ -27,7 +28,8 @@ namespace murmur::optimizers {
 namespace {
 
 const AlgorithmInfo* const kAlgorithms[] = {
-    &kNoAveraging, &kAllreduce, &kDpsgd, &kSgp, &kAdpsgd, &kLocalSgd, &kDiloco, &kChoco, &kPairwise,
+    &kNoAveraging, &kAllreduce, &kDpsgd, &kSgp,      &kAdpsgd,
+    &kLocalSgd,    &kDiloco,    &kChoco, &kPairwise, &kEasgd,
 };
 static_assert(std::size(kAlgorithms) <= transport::purpose::kCount - transport::purpose::kFirstAlgorithm);
 

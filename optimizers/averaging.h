@@ -1,8 +1,9 @@
 // The averaging algorithm of a run: what a peer does with its neighbors after each local step.
-// One small interface, one class per algorithm (allreduce, dpsgd, sgp, adpsgd, local_sgd, diloco,
-// choco), each described once by its registry entry (algorithm.h). Algorithms see the parameter
-// arena as one flat float array on the peer's Device (host memory or a GPU, device/device.h),
-// never layers, and compute only through the device's op table, so the same code runs on both.
+// One small interface, one class per algorithm (allreduce, dpsgd, sgp, adpsgd, pairwise,
+// local_sgd, diloco, choco, easgd), each described once by its registry entry (algorithm.h).
+// Algorithms see the parameter arena as one flat float array on the peer's Device (host memory
+// or a GPU, device/device.h), never layers, and compute only through the device's op table, so
+// the same code runs on both.
 // Who takes part and what a lost peer means is the Neighborhood's business
 // (membership/neighborhood.h), never a branch here. Thread-compatible: the runtime calls these
 // from one thread; an algorithm that overlaps communication with the next step runs its own

@@ -56,21 +56,9 @@ void Dpsgd::after_step(std::int64_t step) {
     Stopwatch blocked;
     const auto got = exchange(hood_, tag, params_region_, all, m.send_to, slots_, m.recv_from);
     stats_.wait_s += blocked.seconds();
-    // Lian et al. 2017, Algorithm 1, line 6: x_i <- sum_j W_ij x_j (the gradient step was
-    // already taken by the local optimizer on x_i, the order their eq. (3) allows). A neighbor
-    // lost during this very exchange gives its weight back to x_i, as renormalize() does.
-    inputs_.clear();
-    weights_.clear();
-    float self = static_cast<float>(m.self_weight);
-    for (std::size_t k = 0; k < m.recv_from.size(); ++k) {
-      if (got[k] == kLost) {
-        self += static_cast<float>(m.recv_weights[k]);
-        continue;
-      }
-      inputs_.push_back(slots_.slot(k).data());
-      weights_.push_back(static_cast<float>(m.recv_weights[k]));
-    }
-    device_.mix(params_, self, inputs_, weights_);
+    // x_i <- sum_j W_ij x_j (the gradient step was already taken by the local optimizer on
+    // x_i, the order Lian et al.'s eq. (3) allows).
+    mix_received(device_, params_, m, got, slots_, inputs_, weights_);
   } else {
     apply_pending();
     device_.copy(snapshot_.span(), params_);

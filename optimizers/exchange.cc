@@ -38,4 +38,21 @@ std::vector<std::size_t> exchange(membership::Neighborhood& hood, transport::Tag
   return got;
 }
 
+void mix_received(device::Device& device, std::span<float> x, const topology::RankMixing& m,
+                  std::span<const std::size_t> got, RecvSlots& slots,
+                  std::vector<const float*>& inputs, std::vector<float>& weights) {
+  inputs.clear();
+  weights.clear();
+  float self = static_cast<float>(m.self_weight);
+  for (std::size_t k = 0; k < m.recv_from.size(); ++k) {
+    if (got[k] == kLost) {
+      self += static_cast<float>(m.recv_weights[k]);
+      continue;
+    }
+    inputs.push_back(slots.slot(k).data());
+    weights.push_back(static_cast<float>(m.recv_weights[k]));
+  }
+  device.mix(x, self, inputs, weights);
+}
+
 }  // namespace murmur::optimizers

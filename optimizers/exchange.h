@@ -11,8 +11,10 @@
 #include <span>
 #include <vector>
 
+#include "device/device.h"
 #include "membership/neighborhood.h"
 #include "optimizers/recv_slots.h"
+#include "topology/mixing.h"
 #include "transport/transport.h"
 
 namespace murmur::optimizers {
@@ -27,5 +29,13 @@ std::vector<std::size_t> exchange(membership::Neighborhood& hood, transport::Tag
                                   const transport::Region& from, transport::ByteRange out,
                                   std::span<const int> send_to, RecvSlots& slots,
                                   std::span<const int> recv_from, bool exact_size = true);
+
+// After exchange() under the mixing m: x <- W_ii x + sum_k W_ik slot_k (Lian et al. 2017,
+// Algorithm 1, line 6), a neighbor lost in the exchange giving its weight back to x, as
+// renormalize() gives back a dropped one's. `inputs` and `weights` are the caller's scratch,
+// kept to spare an allocation per round.
+void mix_received(device::Device& device, std::span<float> x, const topology::RankMixing& m,
+                  std::span<const std::size_t> got, RecvSlots& slots,
+                  std::vector<const float*>& inputs, std::vector<float>& weights);
 
 }  // namespace murmur::optimizers

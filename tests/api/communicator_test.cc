@@ -69,7 +69,7 @@ TEST_CASE("api: every algorithm of configs/ averages a program's parameters", "[
   // 4 peers, no local change: what the averaging does alone. Every algorithm keeps the mean,
   // and after average() every peer holds it, bitwise the same.
   for (const std::string name : {"ring", "allreduce", "exponential", "one_peer_exponential", "gossip_random",
-                                 "sgp", "adpsgd", "local_sgd", "diloco", "choco_topk", "torus"}) {
+                                 "sgp", "adpsgd", "local_sgd", "diloco", "choco_topk", "easgd", "torus"}) {
     INFO(name);
     TempDir dir;
     const int n = name == "torus" ? 9 : 4;  // a torus needs rows and columns of 3 at least

@@ -95,8 +95,9 @@ void kill_one(const std::string& backend, const std::vector<std::string>& config
   }
 }
 
-const std::vector<std::string> kGossip = {"ring", "exponential", "one_peer_exponential",
-                                          "gossip_random", "sgp", "adpsgd", "ssp", "choco_topk"};
+const std::vector<std::string> kGossip = {"ring",       "exponential", "one_peer_exponential",
+                                          "gossip_random", "sgp",     "adpsgd",
+                                          "ssp",        "choco_topk", "easgd"};
 const std::vector<std::string> kAllreduce = {"allreduce", "local_sgd", "diloco"};
 
 // A peer that stops (stall: its training thread; freeze: the whole process) after step 100

@@ -139,10 +139,12 @@ TEST_CASE("a killed peer restarted with the same command rejoins", "[faults][mul
 
 TEST_CASE("a killed peer rejoins into every other algorithm of configs/", "[faults][multiproc]") {
   // configs/sgp.yaml (push-sum on a one-peer exponential graph, which changes every round),
-  // pairwise gossip on a ring and local_sgd.yaml (an allreduce of the model every H = 8 steps).
+  // pairwise gossip on a ring, local_sgd.yaml (an allreduce of the model every H = 8 steps) and
+  // easgd.yaml (gossip of the elastic variables every H = 4 steps).
   const std::string algorithm = GENERATE(
       as<std::string>(), "sgp --set topology.graph=one_peer_exponential",
-      "pairwise --set topology.graph=ring", "local_sgd --set algorithm.local_steps=8");
+      "pairwise --set topology.graph=ring", "local_sgd --set algorithm.local_steps=8",
+      "easgd --set topology.graph=ring --set algorithm.local_steps=4");
   CAPTURE(algorithm);
   check_rejoin(algorithm, "tcp");
 }

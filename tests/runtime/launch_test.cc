@@ -66,6 +66,7 @@ TEST_CASE("4 peers reach the single-peer loss with every algorithm", "[launch][m
       {"adpsgd", "--set topology.graph=ring"},
       {"pairwise", "--set topology.graph=ring"},
       {"local_sgd", "--set algorithm.local_steps=4"},
+      {"easgd", "--set topology.graph=ring --set algorithm.local_steps=4"},
       {"diloco", "--set algorithm.local_steps=8 --set algorithm.outer_momentum=0.5"},
       {"choco", "--set algorithm.compressor.name=topk --set algorithm.compressor.ratio=0.1 "
                 "--set algorithm.consensus_lr=0.3"},

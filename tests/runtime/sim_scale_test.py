@@ -23,7 +23,8 @@ sys.path.insert(0, HERE)
 from launch_util import Checks  # noqa: E402
 
 check = Checks("sim_scale_test")
-ALGORITHMS = ("dpsgd", "sgp", "adpsgd", "pairwise", "choco", "allreduce", "local_sgd", "diloco")
+ALGORITHMS = ("dpsgd", "sgp", "adpsgd", "pairwise", "choco", "easgd", "allreduce", "local_sgd",
+              "diloco")
 EXACT = ("allreduce", "local_sgd", "diloco")
 
 
