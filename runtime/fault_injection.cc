@@ -121,8 +121,14 @@ class KillAfter final : public StepHook {
  public:
   KillAfter(int rank, FaultKill kill) : rank_(rank), kill_(kill) {}
   void after_step(std::int64_t step) override {
+    if (step > kill_.step && std::chrono::steady_clock::now() >= deadline_) {
+      // The timer thread has not run yet (on a loaded machine it was seen 200 ms late, after a
+      // fast run had ended): the kill lands at this step boundary instead.
+      kill_self(rank_, kill_);
+    }
     if (step != kill_.step) return;
     if (kill_.delay.count() == 0) kill_self(rank_, kill_);
+    deadline_ = std::chrono::steady_clock::now() + kill_.delay;
     // The peer goes on meanwhile: the kill lands wherever it is then.
     std::thread([rank = rank_, kill = kill_] {
       std::this_thread::sleep_for(kill.delay);
@@ -133,6 +139,7 @@ class KillAfter final : public StepHook {
  private:
   int rank_;
   FaultKill kill_;
+  std::chrono::steady_clock::time_point deadline_ = std::chrono::steady_clock::time_point::max();
 };
 
 class StallAfter final : public StepHook {
