@@ -62,7 +62,8 @@ ChocoBound choco_gamma_bound(double delta, const topology::MixingMatrix& w) {
   b.spectral_gap = lambda.size() > 1 ? 1 - std::abs(lambda[1]) : 1;
   for (const auto& l : lambda) b.beta = std::max(b.beta, std::abs(1.0 - l));
   const double rho = b.spectral_gap, beta2 = b.beta * b.beta;
-  b.gamma = rho * rho * delta / (16 * rho + rho * rho + 4 * beta2 + 2 * rho * beta2 - 8 * rho * delta);
+  b.gamma = rho * rho * delta /
+            (16 * rho + rho * rho + 4 * beta2 + 2 * rho * beta2 - 8 * rho * delta);
   return b;
 }
 
@@ -91,7 +92,8 @@ Choco::Choco(const AveragingContext& ctx)
   const int n = hood_.transport().world_size();
   if (hood_.transport().rank() == 0 && n <= 1024) {  // an eigensolve of n x n: once, and small
     const double delta = compressor_->delta(params_.size());
-    const ChocoBound b = choco_gamma_bound(delta, topology::mixing_at(ctx.topology, n, ctx.seed, 0));
+    const ChocoBound b =
+        choco_gamma_bound(delta, topology::mixing_at(ctx.topology, n, ctx.seed, 0));
     log().info("choco: consensus_lr {} against {:.3g}, the bound of Koloskova et al.'s Theorem 2 "
                "for {} (delta {:.3g} on {} floats) on this graph (spectral gap {:.3g}, "
                "||I - W|| {:.3g})", gamma_, b.gamma, compressor_->name(), delta, params_.size(),

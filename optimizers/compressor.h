@@ -3,7 +3,8 @@
 // qsgd quantizes each bucket of entries to s = levels levels of the bucket's norm with
 // stochastic rounding (Alistarh et al. 2017); sign sends one bit per entry and the mean
 // magnitude (Bernstein et al. 2018; Karimireddy et al. 2019 for its error feedback); fp16 and
-// bf16 round each entry, to nearest or stochastically (algorithm.compressor.rounding). Stateless and thread-safe; randomized ones draw from the caller's Rng.
+// bf16 round each entry, to nearest or stochastically (algorithm.compressor.rounding).
+// Stateless and thread-safe; randomized ones draw from the caller's Rng.
 // ErrorFeedback adds the memory that makes a biased compressor converge.
 #pragma once
 
