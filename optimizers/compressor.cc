@@ -234,21 +234,17 @@ class HalfCompressor final : public Compressor {
 
  private:
   float widen(std::uint16_t h) const { return bf16_ ? from_bf16(h) : from_fp16(h); }
-  // nearest is f rounded to nearest; the other neighbour of f is one step of the 16-bit code
-  // away from it, towards f (codes of one sign are ordered by magnitude).
+  // nearest is f rounded to nearest, with f's sign; the other neighbour of f is the next code
+  // towards f (codes of one sign are ordered by magnitude). Below f's magnitude nearest is
+  // nonzero (|f| > |a| >= 0 is the other case), so the step down stays within the sign; a step
+  // up past the largest finite code gives infinity, and nearest is kept.
   std::uint16_t round_stochastically(float f, std::uint16_t nearest, Rng& rng) const {
     const float a = widen(nearest);
     if (a == f || !std::isfinite(a) || !std::isfinite(f)) return nearest;
-    const std::uint16_t sign = f < 0 ? 0x8000u : 0;
-    const std::uint16_t magnitude = nearest & 0x7FFFu;
-    std::uint16_t other;
-    if (std::fabs(a) < std::fabs(f)) {
-      other = static_cast<std::uint16_t>(sign | (magnitude + 1));
-    } else {
-      other = magnitude == 0 ? nearest : static_cast<std::uint16_t>(sign | (magnitude - 1));
-    }
+    const auto other = static_cast<std::uint16_t>(std::fabs(a) < std::fabs(f) ? nearest + 1
+                                                                               : nearest - 1);
     const float b = widen(other);
-    if (!std::isfinite(b) || b == a) return nearest;
+    if (!std::isfinite(b)) return nearest;
     // P(b) = |f - a| / |b - a|: the farther f is from a, the likelier b.
     const double p = static_cast<double>(std::fabs(f - a)) / std::fabs(b - a);
     return rng.uniform() < p ? other : nearest;
