@@ -100,12 +100,13 @@ void describe(V& v, DataConfig& c) {
 struct OptimizerConfig {
   std::string name = "sgd";  // optimizers/local_optimizer.h
   double lr = 0.05;
-  double momentum = 0.9;     // sgd only; 0 = plain SGD
-  bool nesterov = false;     // sgd only
+  double momentum = 0.9;     // sgd and lars; 0 = plain SGD
+  bool nesterov = false;     // sgd and lars
   double weight_decay = 0.0; // sgd: L2 added to the gradient; adamw: decoupled
   double beta1 = 0.9;
   double beta2 = 0.999;
   double eps = 1e-8;
+  double trust_coefficient = 0.001;  // lars: eta in eta ||w|| / (||g|| + wd ||w||) per tensor
 };
 template <class V>
 void describe(V& v, OptimizerConfig& c) {
@@ -117,6 +118,7 @@ void describe(V& v, OptimizerConfig& c) {
   v("beta1", c.beta1, Range{0, 0.999999});
   v("beta2", c.beta2, Range{0, 0.999999999});
   v("eps", c.eps, Range{0, 1});
+  v("trust_coefficient", c.trust_coefficient, Range{1e-9, 1e3});
 }
 
 struct ScheduleConfig {
@@ -125,6 +127,10 @@ struct ScheduleConfig {
   int step_every = 1000;        // step: multiply by gamma every this many steps
   double gamma = 0.1;
   double min_lr = 0.0;          // cosine: the lr at the last step
+  // optimizer.lr is scaled by the global batch (batch_size * world.size) over reference_batch:
+  // "none", "linear" (Goyal et al. 2017) or "sqrt"; reference_batch 0 = batch_size.
+  std::string scale_rule = "none";
+  int reference_batch = 0;
 };
 template <class V>
 void describe(V& v, ScheduleConfig& c) {
@@ -133,6 +139,22 @@ void describe(V& v, ScheduleConfig& c) {
   v("step_every", c.step_every, Range{1, 1e9});
   v("gamma", c.gamma, Range{0, 1});
   v("min_lr", c.min_lr, Range{0, 1e6});
+  v("scale_rule", c.scale_rule, Registered{});
+  v("reference_batch", c.reference_batch, Range{0, 1 << 30});
+}
+
+// Growing the batch instead of decaying the rate (Smith et al. 2018): each peer's batch is
+// batch_size * factor^floor(epoch / every_epochs), rounded, at most max_batch (0 = no cap).
+struct BatchRampConfig {
+  double factor = 1.0;  // 1 = off
+  int every_epochs = 1;
+  int max_batch = 0;
+};
+template <class V>
+void describe(V& v, BatchRampConfig& c) {
+  v("factor", c.factor, Range{1, 1e3});
+  v("every_epochs", c.every_epochs, Range{1, 1e6});
+  v("max_batch", c.max_batch, Range{0, 1 << 20});
 }
 
 struct TrainConfig {
@@ -141,6 +163,7 @@ struct TrainConfig {
   std::int64_t max_steps = 0;  // 0 = no limit; else stop after this many local steps
   OptimizerConfig optimizer;
   ScheduleConfig schedule;
+  BatchRampConfig batch_ramp;
 };
 template <class V>
 void describe(V& v, TrainConfig& c) {
@@ -149,6 +172,7 @@ void describe(V& v, TrainConfig& c) {
   v("max_steps", c.max_steps, Range{0, 1e15});
   v("optimizer", c.optimizer);
   v("schedule", c.schedule);
+  v("batch_ramp", c.batch_ramp);
 }
 
 struct EvalConfig {

@@ -32,6 +32,12 @@ void BatchLoader::start_epoch() {
   position_ = 0;
 }
 
+void BatchLoader::set_batch_size(int batch_size) {
+  if (batch_size < 1)
+    throw ConfigError(fmt::format("train.batch_size: {} must be >= 1", batch_size));
+  batch_size_ = batch_size;
+}
+
 std::int64_t BatchLoader::batches_per_epoch() const {
   return (size() + batch_size_ - 1) / batch_size_;
 }

@@ -28,6 +28,9 @@ class BatchLoader {
   std::int64_t epoch() const { return epoch_; }
   std::int64_t batches_per_epoch() const;
   int batch_size() const { return batch_size_; }
+  // From the next batch on (a growing batch, train.batch_ramp); the caller's buffers must hold
+  // the new size. Throws ConfigError if batch_size < 1.
+  void set_batch_size(int batch_size);
   std::int64_t size() const { return static_cast<std::int64_t>(indices_.size()); }
 
   // Where the loader stands: the epoch, the position in that epoch's order, and the Rng state

@@ -14,6 +14,7 @@
 #include <utility>
 #include <vector>
 
+#include "core/arena.h"
 #include "core/config.h"
 #include "device/device.h"
 
@@ -56,11 +57,14 @@ class LocalOptimizer {
   std::size_t size_;
 };
 
-// The optimizer named by config.name for an arena of `size` floats on `device`. Throws
-// ConfigError for a name that is not one of local_optimizer_names().
+// The optimizer named by config.name for an arena of `size` floats on `device`, laid out as
+// `tensors` (the model's parameter arena entries; lars rescales per tensor, and takes an empty
+// layout as one tensor). Throws ConfigError for a name that is not one of
+// local_optimizer_names().
 std::unique_ptr<LocalOptimizer> make_local_optimizer(const OptimizerConfig& config,
-                                                     device::Device& device, std::size_t size);
-// The names make_local_optimizer knows ("sgd", "adamw").
+                                                     device::Device& device, std::size_t size,
+                                                     std::span<const ArenaEntry> tensors = {});
+// The names make_local_optimizer knows ("sgd", "adamw", "lars").
 std::vector<std::string_view> local_optimizer_names();
 
 }  // namespace murmur::optimizers

@@ -24,10 +24,36 @@ constexpr ScheduleEntry kSchedules[] = {
     {"cosine", LrSchedule::Kind::kCosine},
 };
 [[maybe_unused]] const bool kRegistered = register_names("train.schedule.name", schedule_names());
+
+struct ScaleRule {
+  std::string_view name;
+  double (*scale)(double ratio);
+};
+constexpr ScaleRule kScaleRules[] = {
+    {"none", [](double) { return 1.0; }},
+    {"linear", [](double ratio) { return ratio; }},
+    {"sqrt", [](double ratio) { return std::sqrt(ratio); }},
+};
+[[maybe_unused]] const bool kScaleRegistered =
+    register_names("train.schedule.scale_rule", scale_rule_names());
 }  // namespace
 
 std::vector<std::string_view> schedule_names() {
   return names_of(std::span<const ScheduleEntry>(kSchedules));
+}
+
+std::vector<std::string_view> scale_rule_names() {
+  return names_of(std::span<const ScaleRule>(kScaleRules));
+}
+
+double lr_scale(const TrainConfig& train, int world_size) {
+  const ScaleRule& rule = find_named(std::span<const ScaleRule>(kScaleRules),
+                                     train.schedule.scale_rule, "train.schedule.scale_rule",
+                                     "learning-rate scaling rule");
+  const int reference =
+      train.schedule.reference_batch > 0 ? train.schedule.reference_batch : train.batch_size;
+  const double global = static_cast<double>(train.batch_size) * std::max(1, world_size);
+  return rule.scale(global / reference);
 }
 
 LrSchedule::LrSchedule(const OptimizerConfig& optimizer, const ScheduleConfig& schedule,

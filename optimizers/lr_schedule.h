@@ -14,6 +14,15 @@ namespace murmur::optimizers {
 // The names train.schedule.name takes ("constant", "step", "cosine").
 std::vector<std::string_view> schedule_names();
 
+// The names train.schedule.scale_rule takes ("none", "linear", "sqrt").
+std::vector<std::string_view> scale_rule_names();
+
+// What optimizer.lr is multiplied by for a global batch of batch_size * world_size samples per
+// step, against schedule.reference_batch (0: train.batch_size, the batch the lr was tuned for
+// on one peer): 1, global / reference (Goyal et al. 2017's linear scaling rule, meant with a
+// warm-up), or its square root. Throws ConfigError for an unknown rule.
+double lr_scale(const TrainConfig& train, int world_size);
+
 class LrSchedule {
  public:
   // Base lr from optimizer.lr; the rest from schedule. total_steps is the length of the whole

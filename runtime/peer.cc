@@ -4,10 +4,12 @@
 #include <chrono>
 #include <fstream>
 #include <map>
+#include <optional>
 #include <thread>
 #include <vector>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
@@ -25,6 +27,7 @@
 #include "optimizers/algorithm.h"
 #include "optimizers/local_optimizer.h"
 #include "optimizers/lr_schedule.h"
+#include "runtime/batch_plan.h"
 #include "runtime/checkpoint.h"
 #include "runtime/device_model.h"
 #include "runtime/distributed.h"
@@ -80,7 +83,8 @@ class Trainer {
     if (config.world.size > 1) {
       dist_ = std::make_unique<Distributed>(config, rank_, dev, params_, options.transport);
     }
-    optimizer_ = optimizers::make_local_optimizer(config.train.optimizer, dev, params_.size());
+    optimizer_ = optimizers::make_local_optimizer(config.train.optimizer, dev, params_.size(),
+                                                  model_->params().entries());
     if (!dev.host_memory()) {
       log().info("rank {}: training on {}", rank_, on_device_->describe());
       if (dist_) log().info("rank {}: parameters move: {}", rank_, dist_->describe_path());
@@ -88,15 +92,24 @@ class Trainer {
     // Every peer must take the same number of steps (a neighbor waits for each exchange), also
     // when a non-IID split gives the shards different sizes: an epoch is the whole data set's
     // size over the peers, in batches; a smaller shard is simply reshuffled sooner.
+    // With train.batch_ramp, an epoch's batch grows, and its steps shrink (batch_plan.h).
     const std::int64_t per_peer = (train_.size + config.world.size - 1) / config.world.size;
-    steps_per_epoch_ = std::max<std::int64_t>(
-        1, (per_peer + config.train.batch_size - 1) / config.train.batch_size);
-    total_steps_ = steps_per_epoch_ * config.train.epochs;
+    plan_.emplace(config.train, per_peer);
+    total_steps_ = plan_->total_steps();
     if (config.train.max_steps > 0) total_steps_ = std::min(total_steps_, config.train.max_steps);
-    schedule_ = std::make_unique<optimizers::LrSchedule>(config.train.optimizer,
-                                                         config.train.schedule, total_steps_);
-    x_.resize(static_cast<std::size_t>(config.train.batch_size * train_.sample_floats()));
-    y_.resize(static_cast<std::size_t>(config.train.batch_size));
+    // schedule.scale_rule: the lr for the global batch (Goyal et al.'s linear scaling rule).
+    OptimizerConfig scaled = config.train.optimizer;
+    scaled.lr *= optimizers::lr_scale(config.train, config.world.size);
+    schedule_ = std::make_unique<optimizers::LrSchedule>(scaled, config.train.schedule,
+                                                         total_steps_);
+    if (rank_ == 0 && (scaled.lr != config.train.optimizer.lr || plan_->max_batch() >
+                                                                    config.train.batch_size)) {
+      log().info("global batch {} x {} peers: lr {:.4g} (scale_rule {}), batch per epoch [{}]",
+                 config.train.batch_size, config.world.size, scaled.lr,
+                 config.train.schedule.scale_rule, fmt::join(plan_->batches(), ", "));
+    }
+    x_.resize(static_cast<std::size_t>(plan_->max_batch() * train_.sample_floats()));
+    y_.resize(static_cast<std::size_t>(plan_->max_batch()));
     config_json_ = to_json(config).dump();
     log().info("rank {}: {} ({} parameters), {} training samples in this shard, {} steps",
                rank_, config.model.name, model_->num_params(), loader_.size(), total_steps_);
@@ -114,6 +127,7 @@ class Trainer {
     bool neighbor_stopped = false;
     while (step_ < total_steps_ && !stop_requested()) {
       const auto t = Clock::now();
+      loader_.set_batch_size(plan_->batch_at(step_));
       const int n = loader_.next(x_.data(), y_.data());
       const double lr = schedule_->at(step_);
       const float loss = on_device_->train_batch(x_.data(), y_.data(), n, rng_);
@@ -147,7 +161,7 @@ class Trainer {
         window_start = Clock::now();
       }
       const int every = config_.eval.every_steps;
-      if ((every > 0 && step_ % every == 0) || (every == 0 && step_ % steps_per_epoch_ == 0)) {
+      if ((every > 0 && step_ % every == 0) || (every == 0 && plan_->ends_epoch(step_))) {
         log_eval(start);
         evaluated_last = true;
       }
@@ -175,7 +189,7 @@ class Trainer {
     result.rank = rank_;
     result.world_size = config_.world.size;
     result.steps = step_;
-    result.epochs = static_cast<double>(step_) / steps_per_epoch_;
+    result.epochs = plan_->epoch_at(step_);
     result.test_accuracy = e.accuracy;
     result.test_loss = e.loss;
     result.compute_s = compute_s_;
@@ -205,7 +219,7 @@ class Trainer {
     return std::make_shared<const nn::Dataset>(nn::load_dataset(config.data, config.run.seed, train));
   }
 
-  double epoch() const { return static_cast<double>(step_) / steps_per_epoch_; }
+  double epoch() const { return plan_->epoch_at(step_); }
   device::Device& dev() { return on_device_->device(); }
 
   void log_step(double loss, double lr, double rate, Clock::time_point start) {
@@ -446,7 +460,7 @@ class Trainer {
   std::vector<float> x_;
   std::vector<std::int32_t> y_;
   std::string config_json_;
-  std::int64_t steps_per_epoch_ = 1;
+  std::optional<BatchPlan> plan_;
   std::int64_t total_steps_ = 0;
   std::int64_t step_ = 0;
   std::int64_t first_step_ = 0;

@@ -175,7 +175,7 @@ TEST_CASE("overrides use the same checks", "[config]") {
   CHECK(override_error("model.name=rnn") == "--set model.name=rnn: \"rnn\" is not one of mlp, cnn, logreg");
   CHECK(override_error("train.epoch=3") ==
         "--set train.epoch=3: train.epoch: unknown key (known: epochs, batch_size, max_steps, "
-        "optimizer, schedule)");
+        "optimizer, schedule, batch_ramp)");
   CHECK(override_error("model.hidden=[1, 0]") == "--set model.hidden=[1, 0]: model.hidden[1]: 0 is out of "
                                                  "range [1, 1.04858e+06]");
   CHECK(override_error("train.epochs.x=1") ==

@@ -101,3 +101,19 @@ TEST_CASE("schedule rejects bad input", "[optimizers][lr_schedule]") {
   CHECK_THROWS_AS(LrSchedule(with_lr(0.1), schedule("exponential"), 10), murmur::ConfigError);
   CHECK_THROWS_AS(LrSchedule(with_lr(0.1), schedule("cosine"), -1), murmur::ConfigError);
 }
+
+TEST_CASE("the lr scales with the global batch by scale_rule", "[optimizers][lr_schedule]") {
+  murmur::TrainConfig t;
+  t.batch_size = 64;
+  using murmur::optimizers::lr_scale;
+  CHECK(lr_scale(t, 64) == 1.0);  // "none", the default
+  t.schedule.scale_rule = "linear";
+  CHECK(lr_scale(t, 64) == 64.0);  // against one peer's batch: the number of peers
+  CHECK(lr_scale(t, 1) == 1.0);
+  t.schedule.reference_batch = 256;  // Goyal et al.'s: 0.1 per 256 samples
+  CHECK(lr_scale(t, 16) == 4.0);
+  t.schedule.scale_rule = "sqrt";
+  CHECK(lr_scale(t, 16) == 2.0);
+  t.schedule.scale_rule = "quadratic";
+  CHECK_THROWS_AS(lr_scale(t, 16), murmur::ConfigError);
+}

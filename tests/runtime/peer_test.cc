@@ -161,3 +161,31 @@ TEST_CASE("a finished run resumes from its final pair, never from the model file
   CHECK(read_all(rank0 / "final.safetensors") == model);
   CHECK(std::filesystem::exists(rank0 / "final.resume.safetensors"));
 }
+
+TEST_CASE("a growing batch and a scaled lr reach the training loop", "[runtime][batch_plan]") {
+  // 2048 samples at batch 32, doubled every epoch: 64 + 32 + 16 steps, an evaluation at the end
+  // of each epoch. The lr is scaled linearly to the batch against a reference of 16: 2x, and
+  // LARS trains it (the MLP's weights adapted, its biases not).
+  TempDir dir;
+  murmur::runtime::PeerOptions options;
+  options.out = dir.path();
+  auto config = synthetic_config();
+  config.train.batch_ramp.factor = 2;
+  config.train.schedule.name = "constant";
+  config.train.schedule.scale_rule = "linear";
+  config.train.schedule.reference_batch = 16;
+  config.train.optimizer.name = "lars";
+  config.train.optimizer.lr = 1.0;
+  config.train.optimizer.trust_coefficient = 0.01;
+  const auto result = murmur::runtime::run_peer(config, options);
+  CHECK(result.steps == 112);
+  CHECK(result.epochs == 3.0);
+  CHECK(result.test_accuracy > 0.9);
+  std::vector<std::int64_t> eval_steps;
+  for (const auto& l : read_jsonl(dir.path() / "rank0" / "metrics.jsonl")) {
+    if (l["kind"] == "eval") eval_steps.push_back(l["step"].get<std::int64_t>());
+    if (l["kind"] == "step") CHECK(l["lr"].get<double>() == Approx(2.0));
+    if (l["kind"] == "step" && l["step"] == 80) CHECK(l["epoch"].get<double>() == 1.5);
+  }
+  CHECK(eval_steps == std::vector<std::int64_t>{64, 96, 112});
+}
