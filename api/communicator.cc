@@ -176,6 +176,13 @@ Communicator::Communicator(const Options& options) : impl_(std::make_unique<Impl
   runtime::use_launch_rendezvous(m.config, m.out);
   validate(m.config);
   membership::is_live(m.config.run.on_peer_failure);  // an unknown policy is a ConfigError here
+  if (m.config.algorithm.average != "params") {
+    // The API averages the parameters a program hands it; the program owns its backward.
+    throw ConfigError(fmt::format(
+        "algorithm.average: {} needs murmur-peer's training loop; a program averages its "
+        "parameters (params), or its gradients itself with Communicator::allreduce",
+        m.config.algorithm.average));
+  }
   const auto warnings = optimizers::check_algorithm(m.config.algorithm, m.config.topology,
                                                     m.config.world.size, m.config.run.seed);
   init_logging(options.log_name.empty() ? fmt::format("peer {}", m.rank()) : options.log_name);

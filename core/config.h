@@ -347,6 +347,10 @@ struct AlgorithmConfig {
   // dpsgd, allreduce: exact average within each node first, then the algorithm between nodes
   // (one leader per node, the graph over nodes), then the result shared within the node.
   bool hierarchical = false;
+  // allreduce: what is averaged, "params" after the local step, or "gradients" before it (as
+  // DDP): in buckets of bucket_mb MiB that, with overlap, start while backward still runs.
+  std::string average = "params";
+  double bucket_mb = 1.0;
   CompressorConfig compressor;
 };
 template <class V>
@@ -362,6 +366,8 @@ void describe(V& v, AlgorithmConfig& c) {
   v("consensus_lr", c.consensus_lr, Range{0, 1});
   v("elastic_beta", c.elastic_beta, Range{0, 1});
   v("hierarchical", c.hierarchical);
+  v("average", c.average, Registered{});
+  v("bucket_mb", c.bucket_mb, Range{1e-6, 1e6});
   v("compressor", c.compressor);
 }
 

@@ -8,6 +8,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -63,6 +64,10 @@ struct StepContext {
   // false: backward overwrites each parameter gradient (Model::train_batch, saves a memset);
   // true: backward adds to it (gradient accumulation over micro-batches).
   bool accumulate_grads = false;
+  // Wait-free backprop: called during backward() as soon as every parameter gradient from this
+  // float offset of the grads arena to its end is final (layers run last to first, and their
+  // parameters lie in forward order), so an exchange of those floats may start. May be null.
+  const std::function<void(std::size_t offset)>* grads_ready = nullptr;
 };
 
 class Layer {

@@ -98,8 +98,10 @@ std::unique_ptr<Model> Model::create(const ModelConfig& config, Shape3 input, in
   return model;
 }
 
-float Model::train_batch(const float* x, const std::int32_t* labels, int n, Rng& rng) {
-  StepContext ctx{.training = true, .rng = &rng, .accumulate_grads = false};
+float Model::train_batch(const float* x, const std::int32_t* labels, int n, Rng& rng,
+                         const std::function<void(std::size_t)>* grads_ready) {
+  StepContext ctx{.training = true, .rng = &rng, .accumulate_grads = false,
+                  .grads_ready = grads_ready};
   const Tensor& logits = net_.forward(x, n, ctx);
   Tensor& grad = net_.output_grad();
   const LossResult loss = softmax_cross_entropy(logits, labels, &grad);

@@ -50,8 +50,10 @@ class Model {
 
   // x: n rows of c*h*w floats (contiguous), labels in [0, classes). Overwrites grads() with the
   // gradient of the mean cross-entropy over the batch (training mode) and returns that loss.
-  // Throws DataError for a label out of range.
-  float train_batch(const float* x, const std::int32_t* labels, int n, Rng& rng);
+  // Throws DataError for a label out of range. `grads_ready`, if set, hears during backward
+  // from which float offset on the gradients are final (StepContext::grads_ready).
+  float train_batch(const float* x, const std::int32_t* labels, int n, Rng& rng,
+                    const std::function<void(std::size_t)>* grads_ready = nullptr);
   // Evaluation mode (no dropout, BatchNorm running stats), no gradients.
   EvalResult evaluate(const float* x, const std::int32_t* labels, int n);
 

@@ -36,6 +36,7 @@ void Sequential::build(const Shape& input, Arena& params, Arena& grads, Arena& b
     ParamDeclarer decl(params, buffers, s.name.empty() ? "" : s.name + ".");
     s.layer->declare(decl);
     s.has_params = params.size() > before;
+    s.first_param = before;  // an entry index until the arena is allocated
     s.view = s.layer->is_view();
   }
   // Fusion: a layer may take over the elementwise work of the one after it.
@@ -47,6 +48,9 @@ void Sequential::build(const Shape& input, Arena& params, Arena& grads, Arena& b
   }
   params.allocate();
   grads = params.clone_layout();
+  for (Slot& s : layers_) {
+    if (s.has_params) s.first_param = params.entries()[s.first_param].offset;
+  }
   buffers.allocate();
   ParamViews views(params, grads, buffers);
   for (Slot& s : layers_) s.layer->bind(views);
@@ -154,8 +158,10 @@ void Sequential::backward(const StepContext& ctx) {
     const Shape in = i == 0 ? input_ : shapes_[i - 1];
     std::span<float> ws(fbase + ws_offset_[i], s.layer->workspace_floats(in, batch_));
     s.layer->backward(act_[i], act_[i + 1], grad_[i + 1], grad_[i], ws, ctx);
+    if (ctx.grads_ready && s.has_params) (*ctx.grads_ready)(s.first_param);
   }
   trained_ = false;
+  if (ctx.grads_ready) (*ctx.grads_ready)(0);
 }
 
 std::string Sequential::describe() const {

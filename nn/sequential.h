@@ -51,6 +51,7 @@ class Sequential {
   Tensor& output_grad();
   // Backpropagates output_grad() through the layers of the last forward (which must have been
   // a forward with the same ctx.training), writing parameter gradients into the grads arena.
+  // Calls ctx.grads_ready (if set) after each layer with parameters, and with 0 at the end.
   void backward(const StepContext& ctx);
 
   const Shape& input() const { return input_; }
@@ -68,6 +69,7 @@ class Sequential {
     bool skipped = false;     // absorbed by the layer before it
     bool view = false;        // output aliases input
     bool has_params = false;  // declared at least one parameter
+    std::size_t first_param = 0;  // has_params: the float offset of its first parameter
   };
   void reserve_forward(std::int64_t n);
   void reserve_backward(std::int64_t n);

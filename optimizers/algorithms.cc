@@ -95,10 +95,25 @@ std::vector<std::string> check_algorithm(const AlgorithmConfig& a, const Topolog
         a.compressor.name, names_where([](const AlgorithmInfo& i) { return i.compresses; }),
         a.name));
   }
-  if (a.overlap && !info.overlaps) {
+  const bool gradients = a.average == "gradients";
+  if (gradients && a.name != "allreduce") {
+    throw ConfigError(fmt::format("algorithm.average: gradients is allreduce's (as DDP); {} "
+                                  "averages parameters", a.name));
+  }
+  // allreduce averaging gradients overlaps backward rather than the next step.
+  if (a.overlap && !info.overlaps && !(gradients && a.name == "allreduce")) {
     throw ConfigError(fmt::format(
         "algorithm.overlap: {} does not overlap its exchange with the next step (those that do: "
-        "{})", a.name, names_where([](const AlgorithmInfo& i) { return i.overlaps; })));
+        "{}){}", a.name, names_where([](const AlgorithmInfo& i) { return i.overlaps; }),
+        a.name == "allreduce" ? "; allreduce overlaps backward with algorithm.average = gradients"
+                              : ""));
+  }
+  if (gradients && a.local_steps != 1) {
+    throw ConfigError(fmt::format("algorithm.local_steps: {} with algorithm.average = gradients "
+                                  "(the gradients are averaged every step)", a.local_steps));
+  }
+  if (gradients && a.hierarchical) {
+    throw ConfigError("algorithm.hierarchical: not with algorithm.average = gradients");
   }
   // The keys this algorithm does not read, set away from their defaults: likely a mistake.
   std::vector<std::string> unread;

@@ -1,11 +1,23 @@
 #include "optimizers/allreduce.h"
 
+#include <algorithm>
+#include <limits>
+
+#include <fmt/format.h>
+
+#include "core/error.h"
+#include "core/names.h"
 #include "core/stopwatch.h"
 
 namespace murmur::optimizers {
 
 namespace {
-constexpr std::string_view kKeys[] = {"local_steps", "hierarchical"};
+constexpr std::string_view kKeys[] = {"local_steps", "hierarchical", "overlap", "average",
+                                      "bucket_mb"};
+constexpr std::string_view kAverages[] = {"params", "gradients"};
+[[maybe_unused]] const bool kRegistered =
+    register_names("algorithm.average", {std::begin(kAverages), std::end(kAverages)});
+constexpr std::size_t kNotReady = std::numeric_limits<std::size_t>::max();
 }  // namespace
 
 const AlgorithmInfo kAllreduce{
@@ -32,15 +44,127 @@ double ExactAverage::run(std::int64_t round) {
 }
 
 AllreduceAveraging::AllreduceAveraging(const AveragingContext& ctx)
-    : local_steps_(ctx.algorithm.local_steps), average_(ctx) {}
+    : local_steps_(ctx.algorithm.local_steps),
+      average_(ctx),
+      gradients_(ctx.algorithm.average == "gradients"),
+      overlap_(ctx.algorithm.overlap),
+      bucket_mb_(ctx.algorithm.bucket_mb),
+      hood_(ctx.hood),
+      purpose_(ctx.purpose),
+      layout_(ctx.hood.transport()) {
+  // The combinations are checked by check_algorithm (algorithms.cc) before this runs.
+}
+
+AllreduceAveraging::~AllreduceAveraging() {
+  // A job still waiting for gradients that will not come (backward threw) must not hold up the
+  // communication thread's join: it gives up at its next bucket.
+  {
+    std::lock_guard lock(mutex_);
+    abandoned_ = true;
+  }
+  ready_cv_.notify_all();
+}
 
 void AllreduceAveraging::after_step(std::int64_t step) {
+  if (gradients_) return;  // averaged before the step, in average_gradients()
   if (step % local_steps_ != 0) return;
   // Synchronous data-parallel SGD: x_i <- (1/n) sum_j x_j, the same model on every rank.
   // The whole call is blocked on the ring, so it is all waiting as well as communication.
   const double s = average_.run(step / local_steps_);
   stats_.comm_s += s;
   stats_.wait_s += s;
+}
+
+void AllreduceAveraging::attach_gradients(std::span<float> grads, transport::Region& region) {
+  grads_ = grads;
+  grads_region_ = &region;
+  buckets_.clear();
+  // Tensor fusion: fixed-size buckets of the flat arena, whatever tensors they cut, so a
+  // bucket's allreduce pays its latency once for many small tensors (biases) as well.
+  const std::size_t size = overlap_
+      ? std::max<std::size_t>(1, static_cast<std::size_t>(bucket_mb_ * (1 << 20) / sizeof(float)))
+      : grads.size();
+  for (std::size_t hi = grads.size(); hi > 0;) {
+    const std::size_t lo = hi > size ? hi - size : 0;
+    buckets_.push_back({lo, hi});
+    hi = lo;
+  }
+}
+
+void AllreduceAveraging::grads_ready(std::int64_t step, std::size_t offset) {
+  if (!gradients_ || !overlap_) return;
+  bool start = false;
+  {
+    std::lock_guard lock(mutex_);
+    if (!started_) {
+      started_ = start = true;
+      backward_done_ = false;
+      ready_from_ = kNotReady;
+    }
+    ready_from_ = std::min(ready_from_, offset);
+    if (offset == 0) backward_done_ = true;
+  }
+  ready_cv_.notify_one();
+  if (start) comm_.start([this, step] { average_buckets(step); });
+}
+
+void AllreduceAveraging::average_buckets(std::int64_t step) {
+  Stopwatch watch;
+  const auto rounds = static_cast<std::int64_t>(buckets_.size());
+  for (std::int64_t k = 0; k < rounds; ++k) {
+    const Bucket& b = buckets_[static_cast<std::size_t>(k)];
+    {
+      std::unique_lock lock(mutex_);
+      ready_cv_.wait(lock, [&] { return ready_from_ <= b.lo || abandoned_; });
+      if (abandoned_) return;
+      if (!backward_done_) ++in_backward_;
+      ++averaged_;
+    }
+    const std::int64_t round = step * rounds + k;
+    hood_.average(*grads_region_, grads_.subspan(b.lo, b.hi - b.lo),
+                  layout_.make(purpose_, round), round);
+  }
+  job_s_ = watch.seconds();
+}
+
+void AllreduceAveraging::average_gradients(std::int64_t step) {
+  if (!gradients_) return;
+  if (grads_region_ == nullptr) {
+    throw Error("algorithm.average = gradients: no gradients attached (murmur-peer and "
+                "murmur-sim attach the model's; the API averages parameters only)");
+  }
+  if (!overlap_) {
+    // DDP without its hooks: one allreduce of the whole gradient, after backward.
+    const double s = [&] {
+      Stopwatch watch;
+      hood_.average(*grads_region_, grads_, layout_.make(purpose_, step), step);
+      return watch.seconds();
+    }();
+    {
+      std::lock_guard lock(mutex_);
+      ++averaged_;
+    }
+    stats_.comm_s += s;
+    stats_.wait_s += s;
+    return;
+  }
+  grads_ready(step, 0);  // a backward that never reported still starts (and ends) its job
+  const double waited = comm_.wait();
+  std::lock_guard lock(mutex_);
+  started_ = false;
+  // comm_s: the exchange's whole time; wait_s: the part the step saw (exposed).
+  stats_.comm_s += job_s_;
+  stats_.wait_s += waited;
+}
+
+std::int64_t AllreduceAveraging::buckets_started_in_backward() const {
+  std::lock_guard lock(mutex_);
+  return in_backward_;
+}
+
+std::int64_t AllreduceAveraging::buckets_averaged() const {
+  std::lock_guard lock(mutex_);
+  return averaged_;
 }
 
 }  // namespace murmur::optimizers

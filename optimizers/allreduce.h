@@ -2,14 +2,22 @@
 // (a ring allreduce; over the survivors in continue mode):
 // - ExactAverage: the shared helper (one tag purpose, timing);
 // - AllreduceAveraging (`allreduce`): every step (every H steps with local_steps = H), the
-//   baseline that every decentralized paper compares with.
+//   baseline that every decentralized paper compares with. With algorithm.average = gradients
+//   it averages the gradients before the step instead, as PyTorch DDP does, in buckets of
+//   bucket_mb from the arena's end; with overlap each bucket's allreduce starts on the
+//   communication thread as soon as backward has finished its floats (Poseidon's wait-free
+//   backprop, with tensor fusion), while the layers below still compute.
 // Local SGD and DiLoCo (local_sgd.h, diloco.h) use ExactAverage too. Not thread-safe.
 #pragma once
 
+#include <condition_variable>
 #include <cstdint>
+#include <mutex>
 #include <span>
+#include <vector>
 
 #include "optimizers/algorithm.h"
+#include "optimizers/comm_thread.h"
 #include "transport/tag.h"
 
 namespace murmur::optimizers {
@@ -38,13 +46,51 @@ class ExactAverage {
 class AllreduceAveraging final : public Averaging {
  public:
   explicit AllreduceAveraging(const AveragingContext& ctx);
-  // Averages after every local_steps-th step.
+  ~AllreduceAveraging() override;
+  // Averages the parameters after every local_steps-th step (average = params).
   void after_step(std::int64_t step) override;
   std::int64_t live_clock(std::int64_t step) const override { return step / local_steps_; }
 
+  bool averages_gradients() const override { return gradients_; }
+  void attach_gradients(std::span<float> grads, transport::Region& region) override;
+  void grads_ready(std::int64_t step, std::size_t offset) override;
+  void average_gradients(std::int64_t step) override;
+
+  // Gradient buckets: [lo, hi) float ranges, the arena's end first (the order backward
+  // finishes them). One bucket without overlap.
+  struct Bucket {
+    std::size_t lo = 0, hi = 0;
+  };
+  const std::vector<Bucket>& buckets() const { return buckets_; }
+  // Of the gradient buckets averaged so far, how many started while backward still ran.
+  std::int64_t buckets_started_in_backward() const;
+  std::int64_t buckets_averaged() const;
+
  private:
+  void average_buckets(std::int64_t step);  // the communication thread's job with overlap
+
   int local_steps_;
   ExactAverage average_;
+  bool gradients_;
+  bool overlap_;
+  double bucket_mb_;
+  membership::Neighborhood& hood_;
+  unsigned purpose_;
+  transport::TagLayout layout_;
+  std::span<float> grads_;
+  transport::Region* grads_region_ = nullptr;
+  std::vector<Bucket> buckets_;
+  // Between the training thread (grads_ready) and the communication thread (the job).
+  mutable std::mutex mutex_;
+  std::condition_variable ready_cv_;
+  std::size_t ready_from_ = 0;   // the gradients from here on are final
+  bool backward_done_ = true;    // grads_ready(.., 0) seen: backward has ended
+  bool started_ = false;         // this step's job was started
+  bool abandoned_ = false;       // the destructor runs: a waiting job returns
+  std::int64_t in_backward_ = 0;
+  std::int64_t averaged_ = 0;
+  double job_s_ = 0;
+  CommThread comm_;  // last: its thread stops first
 };
 
 }  // namespace murmur::optimizers

@@ -97,6 +97,19 @@ class Averaging {
   virtual std::map<std::string, std::string> scalars() const { return {}; }
   virtual void restore_scalars(const std::map<std::string, std::string>& scalars) {}
 
+  // ---- gradient averaging (allreduce with algorithm.average = gradients, as DDP) ----
+  // True iff the runtime must attach the gradients, report them ready during backward and call
+  // average_gradients() before the optimizer step; the others average parameters in
+  // after_step().
+  virtual bool averages_gradients() const { return false; }
+  // The gradient arena (memory of the device, params' size) and its registration.
+  virtual void attach_gradients(std::span<float> grads, transport::Region& region) {}
+  // During step `step`'s backward, on the training thread: the gradients from float `offset`
+  // to the end are final (nn::StepContext::grads_ready), so their exchange may start.
+  virtual void grads_ready(std::int64_t step, std::size_t offset) {}
+  // After backward: returns with the gradients the mean of every peer's.
+  virtual void average_gradients(std::int64_t step) {}
+
   virtual AveragingStats take_stats() { return std::exchange(stats_, {}); }
   // An asynchronous algorithm's count of its exchanges; nullopt for the others. Thread-safe.
   virtual std::optional<ExchangeReport> exchange_report() const { return std::nullopt; }

@@ -29,8 +29,9 @@ class CpuModel final : public DeviceModel {
   device::Device& device() override { return offhost_ ? *offhost_ : device::cpu(); }
   std::span<float> params() override { return host_.params().flat(); }
   std::span<float> grads() override { return host_.grads().flat(); }
-  float train_batch(const float* x, const std::int32_t* labels, int n, Rng& rng) override {
-    return host_.train_batch(x, labels, n, rng);
+  float train_batch(const float* x, const std::int32_t* labels, int n, Rng& rng,
+                    const std::function<void(std::size_t)>* grads_ready) override {
+    return host_.train_batch(x, labels, n, rng, grads_ready);
   }
   Evaluation evaluate(const nn::Dataset& data, int batch_size) override {
     return runtime::evaluate(host_, data, batch_size);
@@ -60,8 +61,13 @@ class GpuModel final : public DeviceModel {
   device::Device& device() override { return *device_; }
   std::span<float> params() override { return {model_.params().data(), model_.params().floats()}; }
   std::span<float> grads() override { return {model_.grads().data(), model_.grads().floats()}; }
-  float train_batch(const float* x, const std::int32_t* labels, int n, Rng& rng) override {
-    return model_.train_batch(x, labels, n, rng);
+  float train_batch(const float* x, const std::int32_t* labels, int n, Rng& rng,
+                    const std::function<void(std::size_t)>* grads_ready) override {
+    // The layers' kernels are queued on one stream: the gradients are known final only once
+    // the step has synchronized, so no exchange starts inside backward on a GPU.
+    const float loss = model_.train_batch(x, labels, n, rng);
+    if (grads_ready) (*grads_ready)(0);
+    return loss;
   }
   Evaluation evaluate(const nn::Dataset& data, int batch_size) override {
     return evaluate_in_batches(data, batch_size, [&](const float* x, const std::int32_t* y, int n) {

@@ -11,6 +11,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <span>
 #include <string>
@@ -34,8 +35,10 @@ class DeviceModel {
   virtual std::span<float> params() = 0;
   virtual std::span<float> grads() = 0;
   // Forward, loss and backward on one batch (x, labels in host memory); grads() then holds the
-  // gradient of the mean cross-entropy. Returns the mean loss.
-  virtual float train_batch(const float* x, const std::int32_t* labels, int n, Rng& rng) = 0;
+  // gradient of the mean cross-entropy. Returns the mean loss. `grads_ready` (may be null) hears
+  // from which offset on grads() is final: layer by layer on the host, once (0) on a GPU.
+  virtual float train_batch(const float* x, const std::int32_t* labels, int n, Rng& rng,
+                            const std::function<void(std::size_t)>* grads_ready = nullptr) = 0;
   // Evaluates params() and the buffers as they are on the device.
   virtual Evaluation evaluate(const nn::Dataset& data, int batch_size) = 0;
   // The host model's parameters (and, with `all`, its buffers) made current from the device.

@@ -127,6 +127,17 @@ std::string Distributed::describe_path() const {
   return fmt::format("pinned staging in chunks of {} bytes", config_.transport.chunk_bytes);
 }
 
+void Distributed::attach_gradients(std::span<float> grads) {
+  if (!averaging_->averages_gradients()) return;
+  if (live_) {
+    throw ConfigError(fmt::format(
+        "algorithm.average = gradients: runs with run.on_peer_failure = stop only, not {} (the "
+        "survivors' ring is agreed per parameter round)", config_.run.on_peer_failure));
+  }
+  grads_region_ = optimizers::register_array(*transport_, device_, grads);
+  averaging_->attach_gradients(grads, *grads_region_);
+}
+
 void Distributed::after_step(std::int64_t step) {
   averaging_->after_step(step);
   if (!responder_) return;

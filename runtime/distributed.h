@@ -49,6 +49,14 @@ class Distributed {
 
   // The algorithm's step, then (continue mode) answers peers that asked to rejoin.
   void after_step(std::int64_t step);
+  // algorithm.average = gradients (allreduce, as DDP): the model's gradient arena (device memory,
+  // params' size), registered here once; then, each step, grads_ready() during backward and
+  // average_gradients() before the optimizer step. No-ops for the other algorithms. Throws
+  // ConfigError for gradient averaging with a live run.on_peer_failure (not supported yet).
+  bool averages_gradients() const { return averaging_->averages_gradients(); }
+  void attach_gradients(std::span<float> grads);
+  void grads_ready(std::int64_t step, std::size_t offset) { averaging_->grads_ready(step, offset); }
+  void average_gradients(std::int64_t step) { averaging_->average_gradients(step); }
   void flush() { averaging_->flush(); }
   // The end of training, before average(): the algorithm's exchanges end for good (averaging.h);
   // after an asynchronous one, the peers also wait for the slowest of them (end_barrier.h).
@@ -100,6 +108,7 @@ class Distributed {
   std::unique_ptr<transport::Region> params_region_;
   device::Array scratch_;  // the arena's size again, for the final average
   std::unique_ptr<transport::Region> scratch_region_;
+  std::unique_ptr<transport::Region> grads_region_;  // attach_gradients()
   std::unique_ptr<membership::LiveSet> live_;                   // continue mode only
   std::unique_ptr<membership::Neighborhood> hood_;
   std::unique_ptr<optimizers::Averaging> averaging_;

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <optional>
 #include <thread>
@@ -82,6 +83,10 @@ class Trainer {
     saved_ = dev.zeros(params_.size());
     if (config.world.size > 1) {
       dist_ = std::make_unique<Distributed>(config, rank_, dev, params_, options.transport);
+      dist_->attach_gradients(grads_);
+      if (dist_->averages_gradients()) {
+        grads_ready_ = [this](std::size_t offset) { dist_->grads_ready(step_ + 1, offset); };
+      }
     }
     optimizer_ = optimizers::make_local_optimizer(config.train.optimizer, dev, params_.size(),
                                                   model_->params().entries());
@@ -130,10 +135,17 @@ class Trainer {
       loader_.set_batch_size(plan_->batch_at(step_));
       const int n = loader_.next(x_.data(), y_.data());
       const double lr = schedule_->at(step_);
-      const float loss = on_device_->train_batch(x_.data(), y_.data(), n, rng_);
+      const float loss = on_device_->train_batch(x_.data(), y_.data(), n, rng_,
+                                                 grads_ready_ ? &grads_ready_ : nullptr);
+      double exposed = 0;  // the gradient exchange's wait, counted as communication
+      if (grads_ready_) {
+        const auto e = Clock::now();
+        dist_->average_gradients(step_ + 1);
+        exposed = seconds_since(e);
+      }
       optimizer_->step(params_, grads_, static_cast<float>(lr));
-      for (auto& hook : hooks_) hook->after_compute(step_ + 1, seconds_since(t));
-      compute_s_ += seconds_since(t);
+      for (auto& hook : hooks_) hook->after_compute(step_ + 1, seconds_since(t) - exposed);
+      compute_s_ += seconds_since(t) - exposed;
       ++step_;
       if (dist_) {
         try {
@@ -461,6 +473,7 @@ class Trainer {
   std::vector<std::int32_t> y_;
   std::string config_json_;
   std::optional<BatchPlan> plan_;
+  std::function<void(std::size_t)> grads_ready_;  // set iff the gradients are averaged
   std::int64_t total_steps_ = 0;
   std::int64_t step_ = 0;
   std::int64_t first_step_ = 0;

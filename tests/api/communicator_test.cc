@@ -237,6 +237,10 @@ TEST_CASE("api: a bad config and a bad $MURMUR_SET are errors naming what", "[ap
   TempDir dir;
   auto errors = run_peers(1, "algorithm: {nme: dpsgd}\n", dir.path(), [](Communicator&) {});
   CHECK_THAT(errors[0], Catch::Contains("algorithm.nme") && Catch::Contains("unknown key"));
+  // Averaging gradients needs murmur-peer's backward: a program is told, not silently ignored.
+  errors = run_peers(1, "algorithm: {name: allreduce, average: gradients}\n", dir.path(),
+                     [](Communicator&) {});
+  CHECK_THAT(errors[0], Catch::Contains("algorithm.average: gradients needs murmur-peer"));
   murmur::testing::PeersOptions o;
   o.environment = {"MURMUR_SET=algorithm.name=sgp"};
   errors = run_peers(1, "", dir.path(), [](Communicator&) {}, o);
