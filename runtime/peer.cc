@@ -140,7 +140,16 @@ class Trainer {
       double exposed = 0;  // the gradient exchange's wait, counted as communication
       if (grads_ready_) {
         const auto e = Clock::now();
-        dist_->average_gradients(step_ + 1);
+        try {
+          dist_->average_gradients(step_ + 1);
+        } catch (const PeerLost& lost) {
+          // As after_step() below: a neighbor stopped on the same Ctrl-C first. This step is not
+          // taken; the checkpoint holds the model before it.
+          if (!stop_requested_within(kStopGrace)) throw;
+          log().warn("rank {}: a neighbor stopped first: {}", rank_, lost.what());
+          neighbor_stopped = true;
+          break;
+        }
         exposed = seconds_since(e);
       }
       optimizer_->step(params_, grads_, static_cast<float>(lr));
