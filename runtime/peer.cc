@@ -143,10 +143,8 @@ class Trainer {
         try {
           dist_->average_gradients(step_ + 1);
         } catch (const PeerLost& lost) {
-          // As after_step() below: a neighbor stopped on the same Ctrl-C first. This step is not
-          // taken; the checkpoint holds the model before it.
-          if (!stop_requested_within(kStopGrace)) throw;
-          log().warn("rank {}: a neighbor stopped first: {}", rank_, lost.what());
+          // This step is not taken: the checkpoint holds the model before it.
+          neighbor_stopped_first(lost);
           neighbor_stopped = true;
           break;
         }
@@ -160,10 +158,7 @@ class Trainer {
         try {
           dist_->after_step(step_);
         } catch (const PeerLost& e) {
-          // A neighbor stopped on the same Ctrl-C first, and closed its connections before this
-          // peer's signal arrived: stop with a checkpoint too, rather than fail the run.
-          if (!stop_requested_within(kStopGrace)) throw;
-          log().warn("rank {}: a neighbor stopped first: {}", rank_, e.what());
+          neighbor_stopped_first(e);
           neighbor_stopped = true;
           break;
         }
@@ -241,6 +236,15 @@ class Trainer {
   }
 
   double epoch() const { return plan_->epoch_at(step_); }
+
+  // A neighbor lost in an exchange: if this peer got a stop signal too, the neighbor stopped on
+  // the same Ctrl-C first and closed its connections before this peer's signal arrived, and
+  // this peer stops with a checkpoint as well (the caller leaves its loop); else rethrows the
+  // exception being handled. Call it from a catch (const PeerLost&) only.
+  void neighbor_stopped_first(const PeerLost& e) {
+    if (!stop_requested_within(kStopGrace)) throw;  // called in the handler: the original
+    log().warn("rank {}: a neighbor stopped first: {}", rank_, e.what());
+  }
   device::Device& dev() { return on_device_->device(); }
 
   void log_step(double loss, double lr, double rate, Clock::time_point start) {
