@@ -3,8 +3,6 @@
 #include <algorithm>
 #include <limits>
 
-#include <fmt/format.h>
-
 #include "core/error.h"
 #include "core/names.h"
 #include "core/stopwatch.h"
@@ -31,15 +29,16 @@ const AlgorithmInfo kAllreduce{
     }};
 
 ExactAverage::ExactAverage(const AveragingContext& ctx)
-    : hood_(ctx.hood),
-      region_(ctx.params_region),
-      params_(ctx.params),
-      purpose_(ctx.purpose),
-      layout_(ctx.hood.transport()) {}
+    : ExactAverage(ctx.hood, ctx.purpose, ctx.params_region, ctx.params) {}
 
-double ExactAverage::run(std::int64_t round) {
+ExactAverage::ExactAverage(membership::Neighborhood& hood, unsigned purpose,
+                           transport::Region& region, std::span<float> data)
+    : hood_(hood), region_(region), params_(data), purpose_(purpose), layout_(hood.transport()) {}
+
+double ExactAverage::run(std::int64_t round, std::size_t offset, std::size_t count) {
   Stopwatch watch;
-  averaged_ = hood_.average(region_, params_, layout_.make(purpose_, round), round);
+  averaged_ = hood_.average(region_, params_.subspan(offset, count),
+                            layout_.make(purpose_, round), round);
   return watch.seconds();
 }
 
@@ -48,10 +47,10 @@ AllreduceAveraging::AllreduceAveraging(const AveragingContext& ctx)
       average_(ctx),
       gradients_(ctx.algorithm.average == "gradients"),
       overlap_(ctx.algorithm.overlap),
-      bucket_mb_(ctx.algorithm.bucket_mb),
+      bucket_floats_(std::max<std::size_t>(
+          1, static_cast<std::size_t>(ctx.algorithm.bucket_mb * (1 << 20) / sizeof(float)))),
       hood_(ctx.hood),
-      purpose_(ctx.purpose),
-      layout_(ctx.hood.transport()) {
+      purpose_(ctx.purpose) {
   // The combinations are checked by check_algorithm (algorithms.cc) before this runs.
 }
 
@@ -76,14 +75,11 @@ void AllreduceAveraging::after_step(std::int64_t step) {
 }
 
 void AllreduceAveraging::attach_gradients(std::span<float> grads, transport::Region& region) {
-  grads_ = grads;
-  grads_region_ = &region;
+  grads_average_.emplace(hood_, purpose_, region, grads);
   buckets_.clear();
   // Tensor fusion: fixed-size buckets of the flat arena, whatever tensors they cut, so a
   // bucket's allreduce pays its latency once for many small tensors (biases) as well.
-  const std::size_t size = overlap_
-      ? std::max<std::size_t>(1, static_cast<std::size_t>(bucket_mb_ * (1 << 20) / sizeof(float)))
-      : grads.size();
+  const std::size_t size = overlap_ ? bucket_floats_ : grads.size();
   for (std::size_t hi = grads.size(); hi > 0;) {
     const std::size_t lo = hi > size ? hi - size : 0;
     buckets_.push_back({lo, hi});
@@ -120,26 +116,20 @@ void AllreduceAveraging::average_buckets(std::int64_t step) {
       if (!backward_done_) ++in_backward_;
       ++averaged_;
     }
-    const std::int64_t round = step * rounds + k;
-    hood_.average(*grads_region_, grads_.subspan(b.lo, b.hi - b.lo),
-                  layout_.make(purpose_, round), round);
+    grads_average_->run(step * rounds + k, b.lo, b.hi - b.lo);
   }
   job_s_ = watch.seconds();
 }
 
 void AllreduceAveraging::average_gradients(std::int64_t step) {
   if (!gradients_) return;
-  if (grads_region_ == nullptr) {
+  if (!grads_average_) {
     throw Error("algorithm.average = gradients: no gradients attached (murmur-peer and "
                 "murmur-sim attach the model's; the API averages parameters only)");
   }
   if (!overlap_) {
     // DDP without its hooks: one allreduce of the whole gradient, after backward.
-    const double s = [&] {
-      Stopwatch watch;
-      hood_.average(*grads_region_, grads_, layout_.make(purpose_, step), step);
-      return watch.seconds();
-    }();
+    const double s = grads_average_->run(step);
     {
       std::lock_guard lock(mutex_);
       ++averaged_;

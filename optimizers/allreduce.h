@@ -13,6 +13,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <mutex>
+#include <optional>
 #include <span>
 #include <vector>
 
@@ -26,11 +27,17 @@ extern const AlgorithmInfo kAllreduce;
 
 class ExactAverage {
  public:
+  // Over the parameters (ctx.params in ctx.params_region), or over `data`, registered as
+  // `region` (allreduce's gradients), with the tags of `purpose`.
   explicit ExactAverage(const AveragingContext& ctx);
+  ExactAverage(membership::Neighborhood& hood, unsigned purpose, transport::Region& region,
+               std::span<float> data);
   // Replaces the parameters on every rank by their mean (bitwise the same on every rank). Every
   // rank calls it with the same round. Returns the seconds it took. A round whose average the
   // survivors skipped while agreeing on a new ring leaves the parameters as they were.
-  double run(std::int64_t round);
+  double run(std::int64_t round) { return run(round, 0, params_.size()); }
+  // The same for the `count` floats from `offset` on (a gradient bucket).
+  double run(std::int64_t round, std::size_t offset, std::size_t count);
   // False iff the last run()'s round was skipped (the parameters are this rank's own).
   bool averaged() const { return averaged_; }
 
@@ -73,12 +80,10 @@ class AllreduceAveraging final : public Averaging {
   ExactAverage average_;
   bool gradients_;
   bool overlap_;
-  double bucket_mb_;
-  membership::Neighborhood& hood_;
+  std::size_t bucket_floats_;  // with overlap; without, one bucket of the whole arena
+  membership::Neighborhood& hood_;  // for the gradients' ExactAverage
   unsigned purpose_;
-  transport::TagLayout layout_;
-  std::span<float> grads_;
-  transport::Region* grads_region_ = nullptr;
+  std::optional<ExactAverage> grads_average_;  // attach_gradients()
   std::vector<Bucket> buckets_;
   // Between the training thread (grads_ready) and the communication thread (the job).
   mutable std::mutex mutex_;
