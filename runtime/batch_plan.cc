@@ -30,10 +30,12 @@ BatchPlan::BatchPlan(const TrainConfig& train, std::int64_t samples_per_peer) {
   }
 }
 
-int BatchPlan::batch_at(std::int64_t step) const {
+std::size_t BatchPlan::epoch_index(std::int64_t step) const {
   const auto it = std::upper_bound(starts_.begin(), starts_.end() - 1, step);
-  return batches_[static_cast<std::size_t>(std::distance(starts_.begin(), it) - 1)];
+  return static_cast<std::size_t>(std::distance(starts_.begin(), it) - 1);
 }
+
+int BatchPlan::batch_at(std::int64_t step) const { return batches_[epoch_index(step)]; }
 
 double BatchPlan::epoch_at(std::int64_t step) const {
   if (step >= total_steps()) {
@@ -42,8 +44,7 @@ double BatchPlan::epoch_at(std::int64_t step) const {
     return static_cast<double>(batches_.size()) +
            static_cast<double>(step - total_steps()) / static_cast<double>(last);
   }
-  const auto it = std::upper_bound(starts_.begin(), starts_.end() - 1, step);
-  const auto e = static_cast<std::size_t>(std::distance(starts_.begin(), it) - 1);
+  const std::size_t e = epoch_index(step);
   const double len = static_cast<double>(starts_[e + 1] - starts_[e]);
   return static_cast<double>(e) + static_cast<double>(step - starts_[e]) / len;
 }

@@ -31,6 +31,9 @@ class BatchPlan {
   const std::vector<int>& batches() const { return batches_; }
 
  private:
+  // The epoch `step` falls in: the last one for a step past the end.
+  std::size_t epoch_index(std::int64_t step) const;
+
   std::vector<int> batches_;            // per epoch
   std::vector<std::int64_t> starts_;    // epochs + 1 entries: the first step of each, then total
   int max_batch_ = 1;
