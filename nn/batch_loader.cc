@@ -11,9 +11,8 @@ namespace murmur::nn {
 
 BatchLoader::BatchLoader(const Dataset& data, std::vector<std::int64_t> indices, int batch_size,
                          std::uint64_t seed)
-    : data_(data), indices_(std::move(indices)), batch_size_(batch_size), rng_(seed) {
-  if (batch_size_ < 1)
-    throw ConfigError(fmt::format("train.batch_size: {} must be >= 1", batch_size_));
+    : data_(data), indices_(std::move(indices)), rng_(seed) {
+  set_batch_size(batch_size);
   if (indices_.empty()) throw DataError("batch loader: this peer's shard is empty");
   for (std::int64_t i : indices_)
     if (i < 0 || i >= data_.size)
