@@ -3,13 +3,17 @@
 // bandwidth (rank 0 streams to rank 1), ring-neighbor exchange time per round (every rank sends
 // its buffer to left and right and receives theirs), and the algorithm bandwidth (bytes / time,
 // as nccl-tests define it) of the ring allreduce ("allreduce") and the halving-doubling one
-// ("allreduce_hd"). Per row: warm-up, then the mean over timed rounds,
+// ("allreduce_hd"); and the sparse allreduce (SparCML, "sparse") of a vector of the same size
+// of which each rank holds `density` nonzeros (one at a random place in each of k equal blocks,
+// as DGC's top-k scatters them), with the bytes each rank sent beside the dense ring's
+// 2(N-1)/N of the data. Per row: warm-up, then the mean over timed rounds,
 // each round opened by a barrier. tools/bench_mpi runs the same patterns with Open MPI.
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
 #include <cstdio>
+#include <random>
 #include <filesystem>
 #include <sstream>
 #include <string>
@@ -23,6 +27,7 @@
 #include "core/error.h"
 #include "tools/bench_registry.h"
 #include "transport/collectives.h"
+#include "transport/sparse_allreduce.h"
 #include "transport/tag.h"
 #include "transport/factory.h"
 #include "transport/inproc/transport.h"
@@ -40,6 +45,7 @@ struct CommOptions {
   std::vector<int> processes{2, 4};
   std::vector<std::int64_t> sizes{64 << 10, 1 << 20, 16 << 20, 64 << 20};
   std::int64_t chunk_bytes = 1 << 20;
+  std::vector<double> densities{0.001, 0.01, 0.1};  // the sparse allreduce's rows
   bool json = false;
 };
 
@@ -100,6 +106,10 @@ std::vector<nlohmann::json> bench_rank(Transport& t, const std::string& backend,
     rows.push_back({{"backend", backend}, {"pattern", pattern}, {"processes", n},
                     {"bytes", bytes}, {"seconds", seconds}, {"gbps", moved * 8 / seconds / 1e9}});
   };
+  // Bytes a rank of the dense ring sends: 2(N-1)/N of the data.
+  auto ring_sent = [&](std::size_t bytes) {
+    return static_cast<std::uint64_t>(2.0 * (n - 1) / n * static_cast<double>(bytes));
+  };
   for (std::int64_t size : o.sizes) {
     const std::size_t bytes = static_cast<std::size_t>(size);
     const int rounds = rounds_for(size);
@@ -133,11 +143,37 @@ std::vector<nlohmann::json> bench_rank(Transport& t, const std::string& backend,
       allreduce.run(*region, data, transport::ReduceOp::kSum, reduce_tag);
     });
     add("allreduce", size, reduce, static_cast<double>(bytes));
+    rows.back()["sent_bytes"] = ring_sent(bytes);
     // The same by recursive halving and doubling, which Allreduce takes above kRingMaxRanks.
     double halving = time_rounds(rounds, [&] {
       halving_doubling.run(*region, data, transport::ReduceOp::kSum, reduce_tag);
     });
     add("allreduce_hd", size, halving, static_cast<double>(bytes));
+    // The sparse allreduce at each density: algorithm bandwidth over the dense size, as the
+    // dense rows count it, so the two compare as times.
+    transport::SparseAllreduce sparse(t, data.size(), copts);
+    std::mt19937 pick(static_cast<std::uint32_t>(1000 + r));
+    for (double density : o.densities) {
+      const std::size_t k = std::max<std::size_t>(
+          1, static_cast<std::size_t>(density * static_cast<double>(data.size())));
+      const std::size_t block = std::max<std::size_t>(1, data.size() / k);
+      std::vector<std::uint32_t> index;
+      std::vector<float> value;
+      for (std::size_t j = 0; j < k && j * block < data.size(); ++j) {
+        const std::size_t span = std::min(block, data.size() - j * block);
+        index.push_back(static_cast<std::uint32_t>(j * block + pick() % span));
+        value.push_back(static_cast<float>(pick() % 1000) / 1000.0f);
+      }
+      transport::SparseAllreduceStats stats;
+      const double seconds = time_rounds(rounds, [&] {
+        stats = sparse.run(index, value, data, transport::ReduceOp::kSum, reduce_tag);
+      });
+      add("sparse", size, seconds, static_cast<double>(bytes));
+      rows.back()["density"] = density;
+      rows.back()["sent_bytes"] = stats.bytes_sent;
+      rows.back()["went_dense"] = stats.went_dense;
+      rows.back()["result_nonzeros"] = stats.result_nonzeros;
+    }
   }
   if (r != 0) rows.clear();
   return rows;
@@ -218,8 +254,8 @@ int run_comm(const CommOptions& o) {
   std::vector<std::string> backends = o.backends.empty() ? transport::process_backends() : split(o.backends);
   if (o.backends.empty()) backends.push_back("inproc");
   if (!o.json) {
-    std::printf("%-8s %-14s %5s %10s %12s %10s\n", "backend", "pattern", "procs", "bytes",
-                "seconds", "Gbit/s");
+    std::printf("%-8s %-14s %5s %10s %12s %10s %12s\n", "backend", "pattern", "procs", "bytes",
+                "seconds", "Gbit/s", "sent/rank");
   }
   for (const auto& backend : backends) {
     for (int n : o.processes) {
@@ -228,11 +264,19 @@ int run_comm(const CommOptions& o) {
         if (o.json) {
           std::printf("%s\n", row.dump().c_str());
         } else {
-          std::printf("%-8s %-14s %5d %10lld %12.6f %10.2f\n",
-                      row["backend"].get<std::string>().c_str(),
-                      row["pattern"].get<std::string>().c_str(), row["processes"].get<int>(),
+          std::string pattern = row["pattern"].get<std::string>();
+          if (row.contains("density")) {
+            pattern += fmt::format(" {:g}%{}", 100 * row["density"].get<double>(),
+                                   row["went_dense"].get<bool>() ? " d" : "");
+          }
+          const std::string sent =
+              row.contains("sent_bytes")
+                  ? std::to_string(row["sent_bytes"].get<std::uint64_t>()) : "";
+          std::printf("%-8s %-14s %5d %10lld %12.6f %10.2f %12s\n",
+                      row["backend"].get<std::string>().c_str(), pattern.c_str(),
+                      row["processes"].get<int>(),
                       static_cast<long long>(row["bytes"].get<std::int64_t>()),
-                      row["seconds"].get<double>(), row["gbps"].get<double>());
+                      row["seconds"].get<double>(), row["gbps"].get<double>(), sent.c_str());
         }
         std::fflush(stdout);
       }
@@ -243,14 +287,16 @@ int run_comm(const CommOptions& o) {
 
 const RegisterBench kRegister{{
     "comm",
-    "point-to-point, ring-neighbor exchange, and ring and halving-doubling allreduce figures of "
-    "each transport",
+    "point-to-point, ring-neighbor exchange, ring and halving-doubling allreduce, and sparse "
+    "allreduce figures of each transport",
     [](CLI::App& sub) -> std::function<int()> {
       auto o = std::make_shared<CommOptions>();
       sub.add_option("--backends", o->backends, "comma-separated (tcp,ucx,ofi,inproc); default: all built");
       sub.add_option("--processes", o->processes, "rank counts to run")->delimiter(',');
       sub.add_option("--sizes", o->sizes, "message sizes in bytes")->delimiter(',');
       sub.add_option("--chunk-bytes", o->chunk_bytes, "pipelining unit (transport.chunk_bytes)");
+      sub.add_option("--densities", o->densities,
+                     "the sparse allreduce's fractions of nonzeros per rank")->delimiter(',');
       sub.add_flag("--json", o->json, "one JSON object per line");
       return [o] { return run_comm(*o); };
     },

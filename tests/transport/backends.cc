@@ -5,7 +5,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <thread>
@@ -13,6 +15,7 @@
 #include <fmt/format.h>
 
 #include "tests/time_scale.h"
+#include "transport/collectives.h"
 #include "transport/factory.h"
 #include "transport/inproc/transport.h"
 
@@ -62,6 +65,33 @@ TransportConfig loopback_config(const std::string& backend, const std::string& r
   c.recv_timeout_ms = murmur::testing::scaled_ms(20000);
   c.secret_env = "MURMUR_TEST_SECRET_UNSET";
   return c;
+}
+
+std::vector<int> every_rank(int size) {
+  std::vector<int> all(static_cast<std::size_t>(size));
+  for (int r = 0; r < size; ++r) all[static_cast<std::size_t>(r)] = r;
+  return all;
+}
+
+void check_same_as_neighbors(Transport& t, std::span<float> x, std::span<const int> ranks,
+                             Tag tag) {
+  const auto at = std::find(ranks.begin(), ranks.end(), t.rank()) - ranks.begin();
+  const auto size = static_cast<std::ptrdiff_t>(ranks.size());
+  if (size < 2 || x.empty()) return;
+  std::vector<int> peers{ranks[(at + size - 1) % size], ranks[(at + 1) % size]};
+  if (size == 2) peers.pop_back();
+  std::vector<float> theirs(2 * x.size());
+  auto out = t.register_region(std::as_writable_bytes(x));
+  auto in = t.register_region(std::as_writable_bytes(std::span(theirs)));
+  const std::size_t bytes = x.size_bytes();
+  std::vector<ByteRange> ranges{{0, bytes}, {bytes, bytes}};
+  ranges.resize(peers.size());
+  neighbor_exchange(t, tag, *out, {0, bytes}, peers, *in, ranges, peers);
+  for (std::size_t p = 0; p < peers.size(); ++p) {
+    if (std::memcmp(theirs.data() + p * x.size(), x.data(), bytes) != 0) {
+      throw std::runtime_error(fmt::format("rank {} and rank {} differ", t.rank(), peers[p]));
+    }
+  }
 }
 
 std::string failures(const std::vector<RankResult>& results) {

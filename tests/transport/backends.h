@@ -6,6 +6,7 @@
 
 #include <chrono>
 #include <functional>
+#include <span>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -55,6 +56,14 @@ std::vector<RankResult> run_ranks(const std::string& backend, int size,
 
 // "" if every rank returned normally, else one line per rank that did not.
 std::string failures(const std::vector<RankResult>& results);
+
+// 0, 1, ..., size - 1: the ranks of a whole world.
+std::vector<int> every_rank(int size);
+
+// Throws unless the left and right neighbors of this rank (among `ranks`, ascending) hold the
+// bitwise same `x`: around the ring, every rank then does. Exchanges under `tag`.
+void check_same_as_neighbors(Transport& t, std::span<float> x, std::span<const int> ranks,
+                             Tag tag);
 
 // The config the harness gives each process rank (loopback, port 0, short timeouts).
 TransportConfig loopback_config(const std::string& backend, const std::string& rendezvous_dir);
