@@ -332,6 +332,23 @@ void describe(V& v, CompressorConfig& c) {
   v("rounding", c.rounding, Registered{});
 }
 
+// allreduce with average = gradients: Deep Gradient Compression (Lin et al. 2018,
+// optimizers/dgc.h): each peer sends the top density of its accumulated gradient, momentum
+// corrected, through the sparse allreduce (transport/sparse_allreduce.h).
+struct SparsifyConfig {
+  std::string name = "none";       // none, dgc
+  double density = 0.001;          // fraction of the gradient sent each step, after the warm-up
+  std::int64_t warmup_steps = 0;   // density 25%, 6.25%, 1.56%, 0.39% in quarters of these
+  double clip_norm = 0;            // local gradient clipping at clip_norm / sqrt(peers); 0: off
+};
+template <class V>
+void describe(V& v, SparsifyConfig& c) {
+  v("name", c.name, Registered{});
+  v("density", c.density, Range{1e-9, 1});
+  v("warmup_steps", c.warmup_steps, Range{0, 1e15});
+  v("clip_norm", c.clip_norm, Range{0, 1e9});
+}
+
 struct AlgorithmConfig {
   std::string name = "none";    // optimizers/algorithm.h (murmur-topo --list)
   int local_steps = 1;          // H: local steps between averaging rounds
@@ -351,6 +368,7 @@ struct AlgorithmConfig {
   // DDP): in buckets of bucket_mb MiB that, with overlap, start while backward still runs.
   std::string average = "params";
   double bucket_mb = 1.0;
+  SparsifyConfig sparsify;      // allreduce with average = gradients: DGC
   CompressorConfig compressor;
 };
 template <class V>
@@ -368,6 +386,7 @@ void describe(V& v, AlgorithmConfig& c) {
   v("hierarchical", c.hierarchical);
   v("average", c.average, Registered{});
   v("bucket_mb", c.bucket_mb, Range{1e-6, 1e6});
+  v("sparsify", c.sparsify);
   v("compressor", c.compressor);
 }
 

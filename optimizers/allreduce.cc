@@ -6,12 +6,14 @@
 #include "core/error.h"
 #include "core/names.h"
 #include "core/stopwatch.h"
+#include "transport/factory.h"
+#include "transport/tag.h"
 
 namespace murmur::optimizers {
 
 namespace {
 constexpr std::string_view kKeys[] = {"local_steps", "hierarchical", "overlap", "average",
-                                      "bucket_mb"};
+                                      "bucket_mb", "sparsify"};
 constexpr std::string_view kAverages[] = {"params", "gradients"};
 [[maybe_unused]] const bool kRegistered =
     register_names("algorithm.average", {std::begin(kAverages), std::end(kAverages)});
@@ -50,8 +52,17 @@ AllreduceAveraging::AllreduceAveraging(const AveragingContext& ctx)
       bucket_floats_(std::max<std::size_t>(
           1, static_cast<std::size_t>(ctx.algorithm.bucket_mb * (1 << 20) / sizeof(float)))),
       hood_(ctx.hood),
-      purpose_(ctx.purpose) {
+      purpose_(ctx.purpose),
+      params_(ctx.params) {
   // The combinations are checked by check_algorithm (algorithms.cc) before this runs.
+  if (ctx.algorithm.sparsify.name == "dgc") {
+    const OptimizerConfig optimizer = ctx.optimizer ? *ctx.optimizer : OptimizerConfig{};
+    check_sparsify(ctx.algorithm, optimizer, ctx.device.host_memory());
+    dgc_ = std::make_unique<DeepGradientCompression>(
+        ctx.algorithm.sparsify, optimizer, hood_.transport().world_size(), ctx.params.size());
+    sparse_ = std::make_unique<transport::SparseAllreduce>(
+        hood_.transport(), ctx.params.size(), transport::collective_options(ctx.transport_config));
+  }
 }
 
 AllreduceAveraging::~AllreduceAveraging() {
@@ -76,6 +87,7 @@ void AllreduceAveraging::after_step(std::int64_t step) {
 
 void AllreduceAveraging::attach_gradients(std::span<float> grads, transport::Region& region) {
   grads_average_.emplace(hood_, purpose_, region, grads);
+  grads_ = grads;
   buckets_.clear();
   // Tensor fusion: fixed-size buckets of the flat arena, whatever tensors they cut, so a
   // bucket's allreduce pays its latency once for many small tensors (biases) as well.
@@ -127,6 +139,22 @@ void AllreduceAveraging::average_gradients(std::int64_t step) {
     throw Error("algorithm.average = gradients: no gradients attached (murmur-peer and "
                 "murmur-sim attach the model's; the API averages parameters only)");
   }
+  if (dgc_) {
+    // DGC: the top of this peer's accumulated gradient, averaged sparse (zeros elsewhere).
+    Stopwatch watch;
+    dgc_->compress(step, grads_, params_, sparse_index_, sparse_value_);
+    const transport::SparseAllreduceStats sent = sparse_->run(
+        sparse_index_, sparse_value_, grads_, transport::ReduceOp::kAverage,
+        transport::TagLayout(hood_.transport()).make(purpose_, step));
+    const double s = watch.seconds();
+    std::lock_guard lock(mutex_);
+    ++averaged_;
+    pairs_sent_ += static_cast<std::int64_t>(sparse_index_.size());
+    went_dense_ += sent.went_dense;
+    stats_.comm_s += s;
+    stats_.wait_s += s;
+    return;
+  }
   if (!overlap_) {
     // DDP without its hooks: one allreduce of the whole gradient, after backward.
     const double s = grads_average_->run(step);
@@ -150,6 +178,11 @@ void AllreduceAveraging::average_gradients(std::int64_t step) {
 std::int64_t AllreduceAveraging::buckets_started_in_backward() const {
   std::lock_guard lock(mutex_);
   return in_backward_;
+}
+
+std::vector<std::pair<std::string, std::span<float>>> AllreduceAveraging::state() {
+  if (!dgc_) return {};
+  return {{"dgc_momentum", dgc_->momentum()}, {"dgc_residual", dgc_->residual()}};
 }
 
 std::int64_t AllreduceAveraging::buckets_averaged() const {

@@ -7,10 +7,14 @@
 //   bucket_mb from the arena's end; with overlap each bucket's allreduce starts on the
 //   communication thread as soon as backward has finished its floats (Poseidon's wait-free
 //   backprop, with tensor fusion), while the layers below still compute.
+// With algorithm.sparsify dgc, each peer sends only the top of its momentum-corrected gradient
+// (Deep Gradient Compression, dgc.h) through the sparse allreduce (SparCML,
+// transport/sparse_allreduce.h), which writes the averaged, sparse gradient back.
 // Local SGD and DiLoCo (local_sgd.h, diloco.h) use ExactAverage too. Not thread-safe.
 #pragma once
 
 #include <condition_variable>
+#include <memory>
 #include <cstdint>
 #include <mutex>
 #include <optional>
@@ -19,6 +23,8 @@
 
 #include "optimizers/algorithm.h"
 #include "optimizers/comm_thread.h"
+#include "optimizers/dgc.h"
+#include "transport/sparse_allreduce.h"
 #include "transport/tag.h"
 
 namespace murmur::optimizers {
@@ -72,6 +78,12 @@ class AllreduceAveraging final : public Averaging {
   // Of the gradient buckets averaged so far, how many started while backward still ran.
   std::int64_t buckets_started_in_backward() const;
   std::int64_t buckets_averaged() const;
+  // DGC (algorithm.sparsify dgc): null without it.
+  const DeepGradientCompression* dgc() const { return dgc_.get(); }
+  // DGC's exchanges so far: pairs this peer sent, and how many went dense on the way.
+  std::int64_t sparse_pairs_sent() const { return pairs_sent_; }
+  std::int64_t sparse_went_dense() const { return went_dense_; }
+  std::vector<std::pair<std::string, std::span<float>>> state() override;
 
  private:
   void average_buckets(std::int64_t step);  // the communication thread's job with overlap
@@ -85,6 +97,14 @@ class AllreduceAveraging final : public Averaging {
   unsigned purpose_;
   std::optional<ExactAverage> grads_average_;  // attach_gradients()
   std::vector<Bucket> buckets_;
+  // algorithm.sparsify dgc: the compression, its sparse allreduce and this step's pairs.
+  std::span<const float> params_;
+  std::span<float> grads_;  // attach_gradients()
+  std::unique_ptr<DeepGradientCompression> dgc_;
+  std::unique_ptr<transport::SparseAllreduce> sparse_;
+  std::vector<std::uint32_t> sparse_index_;
+  std::vector<float> sparse_value_;
+  std::int64_t pairs_sent_ = 0, went_dense_ = 0;
   // Between the training thread (grads_ready) and the communication thread (the job).
   mutable std::mutex mutex_;
   std::condition_variable ready_cv_;

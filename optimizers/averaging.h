@@ -66,6 +66,9 @@ struct AveragingContext {
   std::uint64_t seed;                // the run seed: every peer derives the same schedule
   unsigned purpose = 0;              // this algorithm's tag purpose (set by make_averaging)
   int ranks_per_node = 1;            // algorithm.hierarchical: consecutive ranks per node
+  // The local optimizer's settings, whose momentum and decay algorithm.sparsify dgc takes over
+  // (optimizers/dgc.h); null: the defaults.
+  const OptimizerConfig* optimizer = nullptr;
 };
 
 class Averaging {

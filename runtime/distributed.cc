@@ -103,6 +103,7 @@ Distributed::Distributed(const ExperimentConfig& config, int rank, device::Devic
   optimizers::AveragingContext ctx{config.algorithm, config.topology, config.transport,
                                    *hood_,           device_,         params_,
                                    *params_region_,  config.run.seed};
+  ctx.optimizer = &config.train.optimizer;
   if (config.algorithm.hierarchical) ctx.ranks_per_node = ranks_per_node(config, transport_->rank(), live_ != nullptr);
   averaging_ = optimizers::make_averaging(ctx);
   const optimizers::RejoinPolicy rejoins = optimizers::rejoin_policy(config.algorithm);

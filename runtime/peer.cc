@@ -26,6 +26,7 @@
 #include "nn/partition.h"
 #include "membership/neighborhood.h"
 #include "optimizers/algorithm.h"
+#include "optimizers/dgc.h"
 #include "optimizers/local_optimizer.h"
 #include "optimizers/lr_schedule.h"
 #include "runtime/batch_plan.h"
@@ -88,8 +89,11 @@ class Trainer {
         grads_ready_ = [this](std::size_t offset) { dist_->grads_ready(step_ + 1, offset); };
       }
     }
-    optimizer_ = optimizers::make_local_optimizer(config.train.optimizer, dev, params_.size(),
-                                                  model_->params().entries());
+    // Under DGC the averaging applies momentum and decay before it sends (optimizers/dgc.h).
+    optimizer_ = optimizers::make_local_optimizer(
+        optimizers::local_optimizer_config(config.train.optimizer, config.algorithm,
+                                           config.world.size),
+        dev, params_.size(), model_->params().entries());
     if (!dev.host_memory()) {
       log().info("rank {}: training on {}", rank_, on_device_->describe());
       if (dist_) log().info("rank {}: parameters move: {}", rank_, dist_->describe_path());
