@@ -108,6 +108,12 @@ std::vector<std::string> check_algorithm(const AlgorithmConfig& a, const Topolog
         a.name == "allreduce" ? "; allreduce overlaps backward with algorithm.average = gradients"
                               : ""));
   }
+  if (a.sparsify.name != SparsifyConfig{}.name && (a.name != "allreduce" || !gradients)) {
+    throw ConfigError(fmt::format("algorithm.sparsify.name: {} sparsifies averaged gradients: it "
+                                  "needs algorithm.name: allreduce and algorithm.average: "
+                                  "gradients, not {} averaging {}", a.sparsify.name, a.name,
+                                  a.average));
+  }
   if (gradients && a.local_steps != 1) {
     throw ConfigError(fmt::format("algorithm.local_steps: {} with algorithm.average = gradients "
                                   "(the gradients are averaged every step)", a.local_steps));

@@ -186,6 +186,17 @@ TEST_CASE("dgc takes the optimizer's momentum and decay, and refuses what it can
   nesterov.nesterov = true;
   refused(a, nesterov, true, "train.optimizer.nesterov");
   refused(a, sgd(0.9), false, "GPU");
+  // At config time, before any peer starts: another algorithm refuses it, not just warns.
+  AlgorithmConfig gossip = a;
+  gossip.name = "dpsgd";
+  gossip.average = "params";
+  try {
+    check_algorithm(gossip, TopologyConfig{}, 4, 1);
+    FAIL("dpsgd with sparsify dgc was not refused");
+  } catch (const ConfigError& e) {
+    CHECK(std::string(e.what()).find("algorithm.sparsify.name: dgc") != std::string::npos);
+  }
+  CHECK_NOTHROW(check_algorithm(a, TopologyConfig{}, 4, 1));
 }
 
 TEST_CASE("allreduce with dgc gives every rank the mean of every rank's selection",
