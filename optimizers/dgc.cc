@@ -129,11 +129,7 @@ OptimizerConfig local_optimizer_config(const OptimizerConfig& optimizer,
 void check_sparsify(const AlgorithmConfig& a, const OptimizerConfig& optimizer,
                     bool host_memory) {
   if (a.sparsify.name != "dgc") return;
-  if (a.name != "allreduce" || a.average != "gradients") {
-    throw ConfigError(fmt::format("algorithm.sparsify.name: dgc sparsifies averaged gradients: "
-                                  "it needs algorithm.name: allreduce and algorithm.average: "
-                                  "gradients, not {} averaging {}", a.name, a.average));
-  }
+  // The algorithm and average = gradients are check_algorithm's (algorithms.cc), at config time.
   if (a.overlap) {
     throw ConfigError("algorithm.overlap: not with algorithm.sparsify dgc (its top-k is taken over "
                       "the whole gradient, after backward)");

@@ -73,8 +73,9 @@ class DeepGradientCompression {
 OptimizerConfig local_optimizer_config(const OptimizerConfig& optimizer,
                                        const AlgorithmConfig& algorithm, int world_size);
 
-// Throws ConfigError, naming the key, for algorithm.sparsify settings that cannot run: DGC
-// needs allreduce with average = gradients, no overlap, sgd without Nesterov, host memory.
+// Throws ConfigError, naming the key, for algorithm.sparsify settings that cannot run beside
+// the rest of the config: DGC needs no overlap, sgd without Nesterov, host memory. (That it
+// needs allreduce with average = gradients, check_algorithm checks, at config time.)
 void check_sparsify(const AlgorithmConfig& algorithm, const OptimizerConfig& optimizer,
                     bool host_memory);
 

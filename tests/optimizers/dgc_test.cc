@@ -173,9 +173,6 @@ TEST_CASE("dgc takes the optimizer's momentum and decay, and refuses what it can
     }
     FAIL("not refused: " << expect);
   };
-  AlgorithmConfig params = a;
-  params.average = "params";
-  refused(params, sgd(0.9), true, "algorithm.average: gradients");
   AlgorithmConfig overlap = a;
   overlap.overlap = true;
   refused(overlap, sgd(0.9), true, "algorithm.overlap");
@@ -186,15 +183,22 @@ TEST_CASE("dgc takes the optimizer's momentum and decay, and refuses what it can
   nesterov.nesterov = true;
   refused(a, nesterov, true, "train.optimizer.nesterov");
   refused(a, sgd(0.9), false, "GPU");
-  // At config time, before any peer starts: another algorithm refuses it, not just warns.
+  // At config time, before any peer starts: another algorithm, or allreduce of parameters,
+  // refuses it, not just warns.
   AlgorithmConfig gossip = a;
   gossip.name = "dpsgd";
   gossip.average = "params";
-  try {
-    check_algorithm(gossip, TopologyConfig{}, 4, 1);
-    FAIL("dpsgd with sparsify dgc was not refused");
-  } catch (const ConfigError& e) {
-    CHECK(std::string(e.what()).find("algorithm.sparsify.name: dgc") != std::string::npos);
+  AlgorithmConfig params = a;
+  params.average = "params";
+  for (const AlgorithmConfig& wrong : {gossip, params}) {
+    try {
+      check_algorithm(wrong, TopologyConfig{}, 4, 1);
+      FAIL("sparsify dgc was not refused with " << wrong.name << " averaging " << wrong.average);
+    } catch (const ConfigError& e) {
+      INFO(e.what());
+      CHECK(std::string(e.what()).find("algorithm.sparsify.name: dgc") != std::string::npos);
+      CHECK(std::string(e.what()).find("algorithm.average: gradients") != std::string::npos);
+    }
   }
   CHECK_NOTHROW(check_algorithm(a, TopologyConfig{}, 4, 1));
 }
