@@ -349,6 +349,19 @@ void describe(V& v, SparsifyConfig& c) {
   v("clip_norm", c.clip_norm, Range{0, 1e9});
 }
 
+// allreduce and dpsgd (and local_sgd, diloco, which average as allreduce does): the format of
+// the parameters or gradients on the wire (transport/half_ring_allreduce.h), every sum taken in
+// fp32. fp16 or bf16 halve the bytes.
+struct WireConfig {
+  std::string format = "fp32";         // fp32, fp16, bf16
+  std::string rounding = "nearest";    // fp16, bf16: nearest (even), or stochastic
+};
+template <class V>
+void describe(V& v, WireConfig& c) {
+  v("format", c.format, Registered{});
+  v("rounding", c.rounding, Registered{});
+}
+
 struct AlgorithmConfig {
   std::string name = "none";    // optimizers/algorithm.h (murmur-topo --list)
   int local_steps = 1;          // H: local steps between averaging rounds
@@ -369,6 +382,7 @@ struct AlgorithmConfig {
   std::string average = "params";
   double bucket_mb = 1.0;
   SparsifyConfig sparsify;      // allreduce with average = gradients: DGC
+  WireConfig wire;              // 16-bit messages with fp32 sums
   CompressorConfig compressor;
 };
 template <class V>
@@ -387,6 +401,7 @@ void describe(V& v, AlgorithmConfig& c) {
   v("average", c.average, Registered{});
   v("bucket_mb", c.bucket_mb, Range{1e-6, 1e6});
   v("sparsify", c.sparsify);
+  v("wire", c.wire);
   v("compressor", c.compressor);
 }
 

@@ -20,6 +20,7 @@
 #include "optimizers/no_averaging.h"
 #include "optimizers/pairwise.h"
 #include "optimizers/sgp.h"
+#include "optimizers/wire.h"
 #include "topology/mixing.h"
 #include "topology/schedule.h"
 #include "transport/tag.h"
@@ -114,6 +115,7 @@ std::vector<std::string> check_algorithm(const AlgorithmConfig& a, const Topolog
                                   "gradients, not {} averaging {}", a.sparsify.name, a.name,
                                   a.average));
   }
+  check_wire(a);
   if (gradients && a.local_steps != 1) {
     throw ConfigError(fmt::format("algorithm.local_steps: {} with algorithm.average = gradients "
                                   "(the gradients are averaged every step)", a.local_steps));

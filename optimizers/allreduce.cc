@@ -13,7 +13,7 @@ namespace murmur::optimizers {
 
 namespace {
 constexpr std::string_view kKeys[] = {"local_steps", "hierarchical", "overlap", "average",
-                                      "bucket_mb", "sparsify"};
+                                      "bucket_mb", "sparsify", "wire"};
 constexpr std::string_view kAverages[] = {"params", "gradients"};
 [[maybe_unused]] const bool kRegistered =
     register_names("algorithm.average", {std::begin(kAverages), std::end(kAverages)});
@@ -31,7 +31,10 @@ const AlgorithmInfo kAllreduce{
     }};
 
 ExactAverage::ExactAverage(const AveragingContext& ctx)
-    : ExactAverage(ctx.hood, ctx.purpose, ctx.params_region, ctx.params) {}
+    : ExactAverage(ctx.hood, ctx.purpose, ctx.params_region, ctx.params) {
+  half_ = make_half_allreduce(ctx.algorithm.wire, ctx.hood, ctx.device.host_memory(),
+                              ctx.transport_config, ctx.seed);
+}
 
 ExactAverage::ExactAverage(membership::Neighborhood& hood, unsigned purpose,
                            transport::Region& region, std::span<float> data)
@@ -39,8 +42,13 @@ ExactAverage::ExactAverage(membership::Neighborhood& hood, unsigned purpose,
 
 double ExactAverage::run(std::int64_t round, std::size_t offset, std::size_t count) {
   Stopwatch watch;
-  averaged_ = hood_.average(region_, params_.subspan(offset, count),
-                            layout_.make(purpose_, round), round);
+  const transport::Tag tag = layout_.make(purpose_, round);
+  if (half_) {
+    half_->run(params_.subspan(offset, count), transport::ReduceOp::kAverage, tag);
+    averaged_ = true;
+  } else {
+    averaged_ = hood_.average(region_, params_.subspan(offset, count), tag, round);
+  }
   return watch.seconds();
 }
 
@@ -53,7 +61,11 @@ AllreduceAveraging::AllreduceAveraging(const AveragingContext& ctx)
           1, static_cast<std::size_t>(ctx.algorithm.bucket_mb * (1 << 20) / sizeof(float)))),
       hood_(ctx.hood),
       purpose_(ctx.purpose),
-      params_(ctx.params) {
+      params_(ctx.params),
+      wire_(ctx.algorithm.wire),
+      host_memory_(ctx.device.host_memory()),
+      transport_config_(ctx.transport_config),
+      seed_(ctx.seed) {
   // The combinations are checked by check_algorithm (algorithms.cc) before this runs.
   if (ctx.algorithm.sparsify.name == "dgc") {
     const OptimizerConfig optimizer = ctx.optimizer ? *ctx.optimizer : OptimizerConfig{};
@@ -87,6 +99,8 @@ void AllreduceAveraging::after_step(std::int64_t step) {
 
 void AllreduceAveraging::attach_gradients(std::span<float> grads, transport::Region& region) {
   grads_average_.emplace(hood_, purpose_, region, grads);
+  grads_average_->set_half_wire(make_half_allreduce(wire_, hood_, host_memory_, transport_config_,
+                                                    seed_ + 1));
   grads_ = grads;
   buckets_.clear();
   // Tensor fusion: fixed-size buckets of the flat arena, whatever tensors they cut, so a

@@ -10,7 +10,8 @@
 // With algorithm.sparsify dgc, each peer sends only the top of its momentum-corrected gradient
 // (Deep Gradient Compression, dgc.h) through the sparse allreduce (SparCML,
 // transport/sparse_allreduce.h), which writes the averaged, sparse gradient back.
-// Local SGD and DiLoCo (local_sgd.h, diloco.h) use ExactAverage too. Not thread-safe.
+// With algorithm.wire fp16 or bf16 the exact average runs the 16-bit ring with fp32 sums
+// (wire.h). Local SGD and DiLoCo (local_sgd.h, diloco.h) use ExactAverage too. Not thread-safe.
 #pragma once
 
 #include <condition_variable>
@@ -24,6 +25,7 @@
 #include "optimizers/algorithm.h"
 #include "optimizers/comm_thread.h"
 #include "optimizers/dgc.h"
+#include "optimizers/wire.h"
 #include "transport/sparse_allreduce.h"
 #include "transport/tag.h"
 
@@ -46,6 +48,9 @@ class ExactAverage {
   double run(std::int64_t round, std::size_t offset, std::size_t count);
   // False iff the last run()'s round was skipped (the parameters are this rank's own).
   bool averaged() const { return averaged_; }
+  // algorithm.wire fp16 or bf16: averages through this 16-bit ring instead of the
+  // Neighborhood's fp32 one (null: back to that).
+  void set_half_wire(std::unique_ptr<transport::HalfRingAllreduce> ring) { half_ = std::move(ring); }
 
  private:
   membership::Neighborhood& hood_;
@@ -54,6 +59,7 @@ class ExactAverage {
   unsigned purpose_;
   transport::TagLayout layout_;
   bool averaged_ = true;
+  std::unique_ptr<transport::HalfRingAllreduce> half_;
 };
 
 class AllreduceAveraging final : public Averaging {
@@ -105,6 +111,11 @@ class AllreduceAveraging final : public Averaging {
   std::vector<std::uint32_t> sparse_index_;
   std::vector<float> sparse_value_;
   std::int64_t pairs_sent_ = 0, went_dense_ = 0;
+  // algorithm.wire, for the gradients' average made in attach_gradients().
+  WireConfig wire_;
+  bool host_memory_;
+  TransportConfig transport_config_;
+  std::uint64_t seed_;
   // Between the training thread (grads_ready) and the communication thread (the job).
   mutable std::mutex mutex_;
   std::condition_variable ready_cv_;

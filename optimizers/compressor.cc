@@ -9,6 +9,7 @@
 #include <numeric>
 
 #include "core/error.h"
+#include "core/half.h"
 #include "core/name_table.h"
 #include "core/names.h"
 
@@ -209,48 +210,33 @@ class SignCompressor final : public Compressor {
   }
 };
 
-// fp16 or bf16 per entry. Rounding to nearest (even) keeps a relative error of 2^-11 (fp16) or
-// 2^-8 (bf16) but is biased for a value repeatedly rounded; stochastic rounding (Gupta et al.
-// 2015) picks one of the two neighbours with probability by distance, so E[round(x)] = x.
+// fp16 or bf16 per entry (core/half.h), to nearest or stochastically.
 class HalfCompressor final : public Compressor {
  public:
-  HalfCompressor(bool bf16, bool stochastic) : bf16_(bf16), stochastic_(stochastic) {}
-  std::string name() const override { return bf16_ ? "bf16" : "fp16"; }
+  HalfCompressor(bool bf16, bool stochastic)
+      : format_(bf16 ? HalfFormat::kBf16 : HalfFormat::kFp16), stochastic_(stochastic) {}
+  std::string name() const override { return format_ == HalfFormat::kBf16 ? "bf16" : "fp16"; }
   std::size_t max_bytes(std::size_t n) const override { return 2 * n; }
-  double delta(std::size_t) const override { return bf16_ ? 1.0 - 0x1p-16 : 1.0 - 0x1p-22; }
+  double delta(std::size_t) const override {
+    return format_ == HalfFormat::kBf16 ? 1.0 - 0x1p-16 : 1.0 - 0x1p-22;
+  }
   std::size_t encode(std::span<const float> v, std::span<std::byte> out, Rng& rng) const override {
     for (std::size_t i = 0; i < v.size(); ++i) {
-      const std::uint16_t h = bf16_ ? to_bf16(v[i]) : to_fp16(v[i]);
-      put<std::uint16_t>(out, 2 * i, stochastic_ ? round_stochastically(v[i], h, rng) : h);
+      put<std::uint16_t>(out, 2 * i, stochastic_ ? to_half_stochastic(v[i], format_, rng)
+                                                 : to_half(v[i], format_));
     }
     return 2 * v.size();
   }
   void decode_add(std::span<const std::byte> m, float scale, std::span<float> out) const override {
     if (m.size() != 2 * out.size()) malformed(name(), m.size(), out.size());
     for (std::size_t i = 0; i < out.size(); ++i) {
-      out[i] += scale * widen(get<std::uint16_t>(m, 2 * i));
+      out[i] += scale * from_half(get<std::uint16_t>(m, 2 * i), format_);
     }
   }
 
  private:
-  float widen(std::uint16_t h) const { return bf16_ ? from_bf16(h) : from_fp16(h); }
-  // nearest is f rounded to nearest, with f's sign; the other neighbour of f is the next code
-  // towards f (codes of one sign are ordered by magnitude). Below f's magnitude nearest is
-  // nonzero (|f| > |a| >= 0 is the other case), so the step down stays within the sign; a step
-  // up past the largest finite code gives infinity, and nearest is kept.
-  std::uint16_t round_stochastically(float f, std::uint16_t nearest, Rng& rng) const {
-    const float a = widen(nearest);
-    if (a == f || !std::isfinite(a) || !std::isfinite(f)) return nearest;
-    const auto other = static_cast<std::uint16_t>(std::fabs(a) < std::fabs(f) ? nearest + 1
-                                                                               : nearest - 1);
-    const float b = widen(other);
-    if (!std::isfinite(b)) return nearest;
-    // P(b) = |f - a| / |b - a|: the farther f is from a, the likelier b.
-    const double p = static_cast<double>(std::fabs(f - a)) / std::fabs(b - a);
-    return rng.uniform() < p ? other : nearest;
-  }
-
-  bool bf16_, stochastic_;
+  HalfFormat format_;
+  bool stochastic_;
 };
 
 }  // namespace
@@ -292,47 +278,6 @@ std::size_t ErrorFeedback::encode(std::span<const float> v, std::span<std::byte>
   const std::size_t bytes = compressor_.encode(e_, out, rng);
   compressor_.decode_add(out.first(bytes), -1.0f, e_);
   return bytes;
-}
-
-std::uint16_t to_fp16(float f) {
-  const std::uint32_t x = std::bit_cast<std::uint32_t>(f);
-  const std::uint32_t sign = (x >> 16) & 0x8000u;
-  const std::uint32_t abs = x & 0x7FFFFFFFu;
-  if (abs >= 0x7F800000u)
-    return static_cast<std::uint16_t>(sign | (abs > 0x7F800000u ? 0x7E00u : 0x7C00u));
-  if (abs >= 0x477FF000u) return static_cast<std::uint16_t>(sign | 0x7C00u);  // rounds to >= 65520
-  if (abs < 0x38800000u) {  // below 2^-14: a subnormal half (or zero)
-    // Scale into the subnormal grid (units of 2^-24) with round-to-nearest-even by the FPU.
-    const float scaled = std::bit_cast<float>(abs) * 16777216.0f;
-    return static_cast<std::uint16_t>(sign | static_cast<std::uint32_t>(std::nearbyint(scaled)));
-  }
-  // Normal: rebias the exponent (127 -> 15) and round the 13 dropped mantissa bits to even.
-  std::uint32_t h = (abs - 0x38000000u) >> 13;
-  const std::uint32_t rest = abs & 0x1FFFu;
-  if (rest > 0x1000u || (rest == 0x1000u && (h & 1u))) ++h;
-  return static_cast<std::uint16_t>(sign | h);
-}
-
-float from_fp16(std::uint16_t h) {
-  const std::uint32_t sign = static_cast<std::uint32_t>(h & 0x8000u) << 16;
-  const std::uint32_t exp = (h >> 10) & 0x1Fu, man = h & 0x3FFu;
-  if (exp == 0) {
-    const float v = static_cast<float>(man) * 0x1.0p-24f;
-    return sign ? -v : v;
-  }
-  if (exp == 31) return std::bit_cast<float>(sign | 0x7F800000u | (man << 13));
-  return std::bit_cast<float>(sign | ((exp + 112u) << 23) | (man << 13));
-}
-
-std::uint16_t to_bf16(float f) {
-  const std::uint32_t x = std::bit_cast<std::uint32_t>(f);
-  if ((x & 0x7FFFFFFFu) > 0x7F800000u) return static_cast<std::uint16_t>((x >> 16) | 0x40u);
-  const std::uint32_t rounding = 0x7FFFu + ((x >> 16) & 1u);
-  return static_cast<std::uint16_t>((x + rounding) >> 16);
-}
-
-float from_bf16(std::uint16_t h) {
-  return std::bit_cast<float>(static_cast<std::uint32_t>(h) << 16);
 }
 
 }  // namespace murmur::optimizers

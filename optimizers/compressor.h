@@ -63,10 +63,4 @@ class ErrorFeedback {
   std::vector<float> e_;
 };
 
-// IEEE binary16 and bfloat16 conversions with round-to-nearest-even (NaN stays NaN).
-std::uint16_t to_fp16(float f);
-float from_fp16(std::uint16_t h);
-std::uint16_t to_bf16(float f);
-float from_bf16(std::uint16_t h);
-
 }  // namespace murmur::optimizers

@@ -10,7 +10,7 @@
 namespace murmur::optimizers {
 
 namespace {
-constexpr std::string_view kKeys[] = {"local_steps", "outer_lr", "outer_momentum"};
+constexpr std::string_view kKeys[] = {"local_steps", "outer_lr", "outer_momentum", "wire"};
 }  // namespace
 
 const AlgorithmInfo kDiloco{

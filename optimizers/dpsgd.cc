@@ -4,11 +4,12 @@
 #include "optimizers/bounded_staleness.h"
 #include "optimizers/device_arrays.h"
 #include "optimizers/exchange.h"
+#include "optimizers/wire.h"
 
 namespace murmur::optimizers {
 
 namespace {
-constexpr std::string_view kKeys[] = {"local_steps", "overlap", "hierarchical", "max_staleness"};
+constexpr std::string_view kKeys[] = {"local_steps", "overlap", "hierarchical", "max_staleness", "wire"};
 }  // namespace
 
 const AlgorithmInfo kDpsgd{
@@ -34,8 +35,22 @@ Dpsgd::Dpsgd(const AveragingContext& ctx)
       layout_(ctx.hood.transport()),
       schedule_(ctx.topology, ctx.hood.transport().world_size(), ctx.hood.transport().rank(),
                 ctx.seed),
-      slots_(ctx.hood.transport(), ctx.device, ctx.params.size()) {
+      slots_(ctx.hood.transport(), ctx.device, ctx.params.size()),
+      half_(half_wire(ctx.algorithm.wire)),
+      stochastic_(ctx.algorithm.wire.rounding == "stochastic"),
+      rng_(Rng(ctx.seed).fork(0x77697265u + static_cast<std::uint64_t>(ctx.hood.transport().rank()))) {
   slots_.reserve(std::max<std::size_t>(1, schedule_.at(0).recv_from.size()));
+  if (half_) {
+    check_wire_device(ctx.algorithm.wire, device_.host_memory());
+    // Two 16-bit values per float of a slot: an odd count sends one padding value.
+    const std::size_t halves = (params_.size() + 1) / 2;
+    narrow_.assign(2 * halves, 0);
+    narrow_region_ = hood_.transport().register_region(std::as_writable_bytes(std::span(narrow_)));
+    own_.resize(params_.size());
+    theirs_.resize(params_.size());
+    half_slots_.emplace(hood_.transport(), device_, halves);
+    half_slots_->reserve(std::max<std::size_t>(1, schedule_.at(0).recv_from.size()));
+  }
   if (overlap_) {
     snapshot_ = device_.zeros(params_.size());
     snapshot_region_ = register_array(hood_.transport(), device_, snapshot_.span());
@@ -43,7 +58,7 @@ Dpsgd::Dpsgd(const AveragingContext& ctx)
   }
 }
 
-Dpsgd::~Dpsgd() = default;
+Dpsgd::~Dpsgd() { narrow_region_.reset(); }  // the registration goes before its memory
 
 void Dpsgd::after_step(std::int64_t step) {
   if (step % local_steps_ != 0) return;
@@ -53,6 +68,11 @@ void Dpsgd::after_step(std::int64_t step) {
   Stopwatch watch;
   if (!overlap_) {
     const topology::RankMixing m = renormalize(schedule_.at(round), hood_, step, Renormalize::kRow);
+    if (half_) {
+      exchange_half(tag, m);
+      stats_.comm_s += watch.seconds();
+      return;
+    }
     Stopwatch blocked;
     const auto got = exchange(hood_, tag, params_region_, all, m.send_to, slots_, m.recv_from);
     stats_.wait_s += blocked.seconds();
@@ -70,6 +90,24 @@ void Dpsgd::after_step(std::int64_t step) {
     });
   }
   stats_.comm_s += watch.seconds();
+}
+
+void Dpsgd::exchange_half(transport::Tag tag, const topology::RankMixing& m) {
+  narrow(params_, std::span(narrow_).first(params_.size()), *half_, stochastic_ ? &rng_ : nullptr);
+  widen(std::span(narrow_).first(params_.size()), own_, *half_);
+  Stopwatch blocked;
+  const auto got = exchange(hood_, tag, *narrow_region_, {0, narrow_.size() * 2}, m.send_to,
+                            *half_slots_, m.recv_from);
+  stats_.wait_s += blocked.seconds();
+  // x_i += sum_j W_ij (q(x_j) - q(x_i)): with no rounding, W_ii x_i + sum_j W_ij x_j; a lost
+  // neighbor's weight stays with x_i.
+  for (std::size_t k = 0; k < m.recv_from.size(); ++k) {
+    if (got[k] == kLost) continue;
+    const std::span<float> slot = half_slots_->slot(k);
+    widen(std::span(reinterpret_cast<const std::uint16_t*>(slot.data()), params_.size()), theirs_,
+          *half_);
+    device_.add_scaled_diff(params_, static_cast<float>(m.recv_weights[k]), theirs_, own_);
+  }
 }
 
 void Dpsgd::apply_pending() {

@@ -7,12 +7,18 @@
 // take part (the Neighborhood dropped it) gives its weight back to the own weight, which keeps
 // W symmetric and doubly stochastic over the rest. The same code on host or GPU memory: on a GPU
 // the transport stages the arena through pinned memory in chunks, or hands device memory to UCX.
+// With algorithm.wire fp16 or bf16 (host memory, no overlap) each peer sends q(x_i), its
+// parameters narrowed, and mixes in fp32 the differences x_i += sum_j W_ij (q(x_j) - q(x_i)):
+// half the bytes, and for a symmetric W the mean over peers stays exact whatever the rounding.
 // Not thread-safe.
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <vector>
 
+#include "core/half.h"
+#include "core/rng.h"
 #include "optimizers/algorithm.h"
 #include "optimizers/comm_thread.h"
 #include "optimizers/mixing_schedule.h"
@@ -33,6 +39,8 @@ class Dpsgd final : public Averaging {
 
  private:
   void apply_pending();  // overlap: waits for the exchange in flight and adds its correction
+  // algorithm.wire: one round's exchange of 16-bit parameters, mixed as differences in fp32.
+  void exchange_half(transport::Tag tag, const topology::RankMixing& m);
 
   membership::Neighborhood& hood_;
   device::Device& device_;
@@ -52,6 +60,15 @@ class Dpsgd final : public Averaging {
   topology::RankMixing inflight_;
   std::vector<std::size_t> inflight_got_;
   bool pending_ = false;
+  // algorithm.wire fp16 or bf16: q(x_i) as sent (padded to whole floats) and widened, the
+  // 16-bit receive slots, a widened neighbor, the stochastic rounding's stream.
+  std::optional<HalfFormat> half_;
+  std::vector<std::uint16_t> narrow_;
+  std::unique_ptr<transport::Region> narrow_region_;
+  std::vector<float> own_, theirs_;
+  std::optional<RecvSlots> half_slots_;
+  bool stochastic_ = false;
+  Rng rng_;
   std::unique_ptr<CommThread> comm_;  // last: its job uses the members above
 };
 

@@ -3,7 +3,7 @@
 namespace murmur::optimizers {
 
 namespace {
-constexpr std::string_view kKeys[] = {"local_steps", "switch_step"};
+constexpr std::string_view kKeys[] = {"local_steps", "switch_step", "wire"};
 }  // namespace
 
 const AlgorithmInfo kLocalSgd{

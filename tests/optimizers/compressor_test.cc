@@ -1,6 +1,6 @@
 // Compressors: the message each one writes decodes to what its definition says (top-k keeps
 // the largest entries, QSGD is unbiased, sign keeps the mean magnitude), fp16/bf16 round to
-// nearest even, error feedback loses nothing, and malformed messages are refused.
+// nearest even (core/half.h, tests/core/half_test.cc), error feedback loses nothing, and malformed messages are refused.
 #include "optimizers/compressor.h"
 
 #include <algorithm>
@@ -40,42 +40,6 @@ std::vector<float> roundtrip(const Compressor& c, std::span<const float> v, Rng&
   std::vector<float> out(v.size(), 0.0f);
   c.decode_add(std::span(msg).first(used), 1.0f, out);
   return out;
-}
-
-TEST_CASE("fp16 conversion rounds to nearest even and round-trips every half", "[compressor]") {
-  CHECK(to_fp16(1.0f) == 0x3C00);
-  CHECK(to_fp16(-2.0f) == 0xC000);
-  CHECK(to_fp16(65504.0f) == 0x7BFF);
-  CHECK(to_fp16(65519.0f) == 0x7BFF);
-  CHECK(to_fp16(65520.0f) == 0x7C00);               // rounds up to infinity
-  CHECK(to_fp16(1.0f + 0x1.0p-11f) == 0x3C00);      // tie: to even
-  CHECK(to_fp16(1.0f + 3 * 0x1.0p-11f) == 0x3C02);  // tie: to even, upwards
-  CHECK(to_fp16(0x1.0p-24f) == 0x0001);             // smallest subnormal
-  CHECK(to_fp16(0x1.0p-26f) == 0x0000);             // below half of it
-  CHECK(to_fp16(0x1.8p-24f) == 0x0002);             // subnormal tie: to even
-  CHECK(std::isnan(from_fp16(to_fp16(std::numeric_limits<float>::quiet_NaN()))));
-  CHECK(std::isinf(from_fp16(to_fp16(std::numeric_limits<float>::infinity()))));
-  int bad = 0;
-  for (std::uint32_t h = 0; h < 65536; ++h) {
-    const float f = from_fp16(static_cast<std::uint16_t>(h));
-    if (std::isnan(f)) continue;
-    if (to_fp16(f) != h) ++bad;
-  }
-  CHECK(bad == 0);
-}
-
-TEST_CASE("bf16 conversion rounds to nearest even and round-trips every bfloat", "[compressor]") {
-  CHECK(to_bf16(1.0f) == 0x3F80);
-  CHECK(to_bf16(1.0f + 0x1.0p-8f) == 0x3F80);      // tie: to even
-  CHECK(to_bf16(1.0f + 3 * 0x1.0p-8f) == 0x3F82);  // tie: to even, upwards
-  CHECK(std::isnan(from_bf16(to_bf16(std::numeric_limits<float>::quiet_NaN()))));
-  int bad = 0;
-  for (std::uint32_t h = 0; h < 65536; ++h) {
-    const float f = from_bf16(static_cast<std::uint16_t>(h));
-    if (std::isnan(f)) continue;
-    if (to_bf16(f) != h) ++bad;
-  }
-  CHECK(bad == 0);
 }
 
 TEST_CASE("fp16 and bf16 compressors keep each entry within half an ulp", "[compressor]") {

@@ -75,7 +75,7 @@ TEST_CASE("check_config asks the rooms: model and data, algorithm and graph", "[
   const auto warnings = check_config(c);
   REQUIRE(warnings.size() == 1);
   CHECK(warnings[0] == "algorithm.consensus_lr is set, but allreduce does not read it (its keys: "
-                       "local_steps, hierarchical, overlap, average, bucket_mb, sparsify)");
+                       "local_steps, hierarchical, overlap, average, bucket_mb, sparsify, wire)");
   c.algorithm.name = "dpsgd";
   c.topology.graph = "hypercube";
   c.world.size = 6;

@@ -73,6 +73,17 @@ std::vector<int> every_rank(int size) {
   return all;
 }
 
+void send_forged(Transport& t, int peer, Tag tag, std::span<std::byte> message,
+                 std::size_t reply_bytes, std::chrono::milliseconds timeout) {
+  std::vector<std::byte> reply(reply_bytes);
+  auto out = t.register_region(message);
+  auto in = t.register_region(reply);
+  Request r = t.recv(peer, tag, *in, {0, reply.size()});
+  Request s = t.send(peer, tag, *out, {0, message.size()});
+  wait_or_lost(t, s, timeout, "the forged send");
+  wait_or_lost(t, r, timeout, "the peer's own message");
+}
+
 void check_same_as_neighbors(Transport& t, std::span<float> x, std::span<const int> ranks,
                              Tag tag) {
   const auto at = std::find(ranks.begin(), ranks.end(), t.rank()) - ranks.begin();

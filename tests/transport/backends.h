@@ -65,6 +65,12 @@ std::vector<int> every_rank(int size);
 void check_same_as_neighbors(Transport& t, std::span<float> x, std::span<const int> ranks,
                              Tag tag);
 
+// Plays a rank that forges one message of a collective: sends `message` to `peer` under `tag`
+// while it receives (and drops) up to `reply_bytes` that `peer` sends this rank under the same
+// tag, so that `peer` is left to judge the forgery alone. Throws PeerLost after `timeout`.
+void send_forged(Transport& t, int peer, Tag tag, std::span<std::byte> message,
+                 std::size_t reply_bytes, std::chrono::milliseconds timeout);
+
 // The config the harness gives each process rank (loopback, port 0, short timeouts).
 TransportConfig loopback_config(const std::string& backend, const std::string& rendezvous_dir);
 

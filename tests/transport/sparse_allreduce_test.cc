@@ -161,14 +161,7 @@ TEST_CASE("sparse allreduce refuses a malformed message before using it", "[tran
       }
       std::uint32_t crc = crc32c(std::span<const std::byte>(msg).subspan(16));
       put(12, c.good_crc ? crc : crc ^ 1u);
-      std::vector<std::byte> theirs(16 + kN * 4);
-      auto out = t.register_region(msg);
-      auto in = t.register_region(theirs);
-      const Tag step1 = layout.with(base, 1, 0);
-      Request r = t.recv(0, step1, *in, {0, theirs.size()});
-      Request s = t.send(0, step1, *out, {0, msg.size()});
-      wait_or_lost(t, s, options().timeout, "the forged send");
-      wait_or_lost(t, r, options().timeout, "rank 0's message");
+      send_forged(t, 0, layout.with(base, 1, 0), msg, 16 + kN * 4, options().timeout);
     });
     INFO(failures(results));
     CHECK(failures(results).empty());
