@@ -75,6 +75,20 @@ void describe(V& v, SyntheticConfig& c) {
   v("noise", c.noise, Range{0, 1e6});
 }
 
+// GossipGraD's asynchronous distributed sample shuffle (Daily et al. 2018; runtime/
+// sample_shuffle.h): every every_steps steps each peer sends `fraction` of the smallest shard's
+// size in samples to a partner that rotates over a hypercube-like schedule, receives as many
+// from another, and trains on them in place of those it sent, while the next steps run.
+struct ShuffleConfig {
+  double fraction = 0;          // of the smallest shard, per round; 0: off
+  std::int64_t every_steps = 0; // steps between rounds; 0: one round per epoch
+};
+template <class V>
+void describe(V& v, ShuffleConfig& c) {
+  v("fraction", c.fraction, Range{0, 1});
+  v("every_steps", c.every_steps, Range{0, 1e12});
+}
+
 struct DataConfig {
   std::string name = "fashion_mnist";  // nn/dataset.h
   std::string path = "/usr/share/datasets/fashion-mnist";
@@ -84,6 +98,7 @@ struct DataConfig {
   double mean = 0.2860;
   double std = 0.3530;
   SyntheticConfig synthetic;
+  ShuffleConfig shuffle;
 };
 template <class V>
 void describe(V& v, DataConfig& c) {
@@ -95,6 +110,7 @@ void describe(V& v, DataConfig& c) {
   v("mean", c.mean);
   v("std", c.std, Range{1e-12, 1e9});
   v("synthetic", c.synthetic);
+  v("shuffle", c.shuffle);
 }
 
 struct OptimizerConfig {

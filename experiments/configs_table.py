@@ -17,7 +17,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CONFIGS = ["single", "allreduce", "ring", "torus", "exponential", "one_peer_exponential",
            "gossip_random", "gossipgrad", "sgp", "adpsgd", "ssp", "local_sgd", "diloco",
            "easgd", "choco_topk", "choco_bf16", "large_batch", "batch_ramp",
-           "wait_free", "dgc"]
+           "wait_free", "dgc", "bf16_wire", "gossipgrad_shuffle"]
 
 
 def run(config, peers, backend, out):

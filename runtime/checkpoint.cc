@@ -157,7 +157,8 @@ ResumeState load_checkpoint(const std::filesystem::path& file, Arena& params, Ar
   state.loader.rng = decode_rng(meta.at("murmur.loader.rng"), file);
   state.rng = decode_rng(meta.count("murmur.rng") ? meta.at("murmur.rng") : "", file);
   for (const auto& [k, v] : meta) {
-    if (k.rfind("murmur.algorithm.", 0) == 0 || k == "murmur.optimizer.steps") state.extra[k] = v;
+    if (k.rfind("murmur.algorithm.", 0) == 0 || k == "murmur.optimizer.steps" ||
+        k == "murmur.data.shuffle_origin") state.extra[k] = v;
   }
   if (auto it = meta.find("murmur.config"); it != meta.end()) state.config_json = it->second;
   for (const Copy& c : copies) std::memcpy(c.to.data(), c.from.data(), c.from.size());

@@ -28,7 +28,8 @@ struct ResumeState {
   std::int64_t step = 0;            // local steps completed
   nn::BatchLoader::State loader;
   Rng::State rng{};                 // the peer's training RNG (dropout)
-  std::map<std::string, std::string> extra;  // algorithm scalars, e.g. push-sum weight
+  // algorithm scalars (push-sum weight), the optimizer's step count, data.shuffle's shard
+  std::map<std::string, std::string> extra;
   std::string config_json;          // the resolved config of the run that wrote it (on load)
 };
 

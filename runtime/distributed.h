@@ -90,6 +90,9 @@ class Distributed {
   // The live set in continue mode, else nullptr.
   const membership::LiveSet* live() const { return live_.get(); }
 
+  // The backend itself, for host-memory messages beside the algorithm's (the sample shuffle's),
+  // from the thread that drives the algorithm.
+  transport::Transport& transport() { return *backend_; }
   std::uint64_t bytes_sent() const { return transport_->bytes_sent(); }
   std::uint64_t bytes_received() const { return transport_->bytes_received(); }
   std::string backend() const { return transport_->name(); }

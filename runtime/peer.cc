@@ -34,6 +34,7 @@
 #include "runtime/device_model.h"
 #include "runtime/distributed.h"
 #include "runtime/evaluate.h"
+#include "runtime/sample_shuffle.h"
 #include "runtime/stop_signal.h"
 #include "runtime/summary.h"
 
@@ -65,9 +66,13 @@ class Trainer {
         test_holder_(options.test ? options.test : load(config, /*train=*/false)),
         train_(*train_holder_),
         test_(*test_holder_),
-        loader_(train_,
-                nn::partition_indices(train_.labels, train_.classes, config.world.size, rank_,
-                                      config.data, config.run.seed),
+        shuffle_(make_shuffle(config, train_, rank_)),
+        // With data.shuffle the loader reads the peer's own copy of its shard, which trades
+        // overwrite; else its shard's indices into the whole data set.
+        loader_(shuffle_ ? shuffle_->local() : train_,
+                shuffle_ ? shuffle_->local_indices()
+                         : nn::partition_indices(train_.labels, train_.classes, config.world.size,
+                                                 rank_, config.data, config.run.seed),
                 config.train.batch_size, Rng(config.run.seed).fork(1000 + rank_).next_u64()),
         rng_(Rng(config.run.seed).fork(2000 + rank_)),
         metrics_(dir_ / "metrics.jsonl"),
@@ -122,6 +127,10 @@ class Trainer {
     config_json_ = to_json(config).dump();
     log().info("rank {}: {} ({} parameters), {} training samples in this shard, {} steps",
                rank_, config.model.name, model_->num_params(), loader_.size(), total_steps_);
+    if (shuffle_ && rank_ == 0) {
+      log().info("sample shuffle: each peer trades {} samples every {} steps", shuffle_->per_round(),
+                 shuffle_->every_steps());
+    }
   }
 
   PeerResult run() {
@@ -167,6 +176,17 @@ class Trainer {
           break;
         }
         take_comm_stats();
+        if (shuffle_) {
+          const auto e = Clock::now();
+          try {
+            shuffle_->after_step(dist_->transport(), step_, recv_timeout());
+          } catch (const PeerLost& lost) {
+            neighbor_stopped_first(lost);
+            neighbor_stopped = true;
+            break;
+          }
+          comm_s_ += seconds_since(e);
+        }
       }
       window_loss += loss;
       ++window_steps;
@@ -187,6 +207,8 @@ class Trainer {
       }
       if (config_.checkpoint.every_steps > 0 && step_ % config_.checkpoint.every_steps == 0 &&
           step_ < total_steps_) {
+        // Every peer checkpoints this step: the trade in flight lands first, on both its ends.
+        if (shuffle_) shuffle_->complete(dist_->transport(), recv_timeout());
         save(periodic_checkpoint_path(dir_, step_));
         prune_checkpoints(dir_, config_.checkpoint.keep);
       }
@@ -200,6 +222,7 @@ class Trainer {
       log().warn("rank {}: stopped by signal {} at step {}; checkpoint written", rank_,
                  stop_signal(), step_);
     } else {
+      if (shuffle_) shuffle_->complete(dist_->transport(), recv_timeout());
       save_final();
     }
     const Evaluation e = evaluated_last ? last_eval_ : log_eval(start);
@@ -235,6 +258,38 @@ class Trainer {
   }
 
  private:
+  // data.shuffle: the trades of this rank's shard, or null without them.
+  static std::unique_ptr<SampleShuffle> make_shuffle(const ExperimentConfig& config,
+                                                     const nn::Dataset& train, int rank) {
+    if (config.data.shuffle.fraction <= 0) return nullptr;
+    const auto shards = nn::partition_all(train.labels, train.classes, config.world.size,
+                                          config.data, config.run.seed);
+    std::int64_t smallest = train.size;
+    for (const auto& s : shards) smallest = std::min<std::int64_t>(smallest, static_cast<std::int64_t>(s.size()));
+    const std::int64_t per_peer = (train.size + config.world.size - 1) / config.world.size;
+    const std::int64_t batch = config.train.batch_size;
+    return std::make_unique<SampleShuffle>(train, shards[static_cast<std::size_t>(rank)], smallest,
+                                           config, rank, (per_peer + batch - 1) / batch);
+  }
+
+  std::chrono::milliseconds recv_timeout() const {
+    return std::chrono::milliseconds(config_.transport.recv_timeout_ms);
+  }
+
+  void restore_shuffle(const std::filesystem::path& file, const ResumeState& s) {
+    const auto it = s.extra.find("murmur.data.shuffle_origin");
+    if (it == s.extra.end()) {
+      throw CheckpointError(file.string() + ": no murmur.data.shuffle_origin (data.shuffle's shard)");
+    }
+    std::vector<std::int64_t> origin;
+    try {
+      origin = nlohmann::json::parse(it->second).get<std::vector<std::int64_t>>();
+    } catch (const nlohmann::json::exception& e) {
+      throw CheckpointError(fmt::format("{}: murmur.data.shuffle_origin: {}", file.string(), e.what()));
+    }
+    shuffle_->restore(origin);
+  }
+
   static std::shared_ptr<const nn::Dataset> load(const ExperimentConfig& config, bool train) {
     return std::make_shared<const nn::Dataset>(nn::load_dataset(config.data, config.run.seed, train));
   }
@@ -365,6 +420,9 @@ class Trainer {
     s.loader = loader_.state();
     s.rng = rng_.state();
     s.extra["murmur.optimizer.steps"] = std::to_string(optimizer_->steps());
+    // The shard as trades have made it: which sample of the data set each local one is. (A
+    // trade still in flight, at a stop, is not applied: the shard stays as it was before it.)
+    if (shuffle_) s.extra["murmur.data.shuffle_origin"] = nlohmann::json(shuffle_->origin()).dump();
     if (dist_) {
       dist_->flush();
       for (const auto& [k, v] : dist_->averaging().scalars()) s.extra["murmur.algorithm." + k] = v;
@@ -418,6 +476,7 @@ class Trainer {
         ResumeState s = load_checkpoint(file, model_->params(), model_->buffers(), flat);
         check_same_training(file, s.config_json);
         step_ = first_step_ = s.step;
+        if (shuffle_) restore_shuffle(file, s);
         loader_.restore(s.loader);
         rng_.set_state(s.rng);
         auto it = s.extra.find("murmur.optimizer.steps");
@@ -474,6 +533,8 @@ class Trainer {
   std::shared_ptr<const nn::Dataset> test_holder_;
   const nn::Dataset& train_;
   const nn::Dataset& test_;
+  // Before loader_, which reads its shard, and dist_, whose transport must go first.
+  std::unique_ptr<SampleShuffle> shuffle_;
   nn::BatchLoader loader_;
   Rng rng_;
   MetricsSink metrics_;

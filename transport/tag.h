@@ -32,6 +32,7 @@ inline constexpr unsigned kResults = 8;          // runtime: each peer's result,
 inline constexpr unsigned kModelCheck = 9;       // api: every peer's model against rank 0's
 inline constexpr unsigned kUserCollective = 10;  // api: a program's own averages and barriers
 inline constexpr unsigned kEndBarrier = 11;      // runtime: an asynchronous run's peers meet at its end
+inline constexpr unsigned kShuffle = 12;         // runtime: the sample shuffle's trades
 inline constexpr unsigned kFirstAlgorithm = 16;
 inline constexpr unsigned kCount = 64;           // purposes are < kCount
 }  // namespace purpose
