@@ -6,7 +6,9 @@
 // ("allreduce_hd"); and the sparse allreduce (SparCML, "sparse") of a vector of the same size
 // of which each rank holds `density` nonzeros (one at a random place in each of k equal blocks,
 // as DGC's top-k scatters them), with the bytes each rank sent beside the dense ring's
-// 2(N-1)/N of the data. Per row: warm-up, then the mean over timed rounds,
+// 2(N-1)/N of the data; and the ring with a 16-bit wire ("allreduce_fp16", "allreduce_bf16",
+// algorithm.wire: half the bytes, sums in fp32, a mean of random data so that no value
+// overflows). Per row: warm-up, then the mean over timed rounds,
 // each round opened by a barrier. tools/bench_mpi runs the same patterns with Open MPI.
 #include <sys/wait.h>
 #include <unistd.h>
@@ -26,7 +28,9 @@
 
 #include "core/error.h"
 #include "tools/bench_registry.h"
+#include "core/rng.h"
 #include "transport/collectives.h"
+#include "transport/half_ring_allreduce.h"
 #include "transport/sparse_allreduce.h"
 #include "transport/tag.h"
 #include "transport/factory.h"
@@ -149,6 +153,21 @@ std::vector<nlohmann::json> bench_rank(Transport& t, const std::string& backend,
       halving_doubling.run(*region, data, transport::ReduceOp::kSum, reduce_tag);
     });
     add("allreduce_hd", size, halving, static_cast<double>(bytes));
+    // The ring with a 16-bit wire, to nearest (algorithm.wire), over random data.
+    Rng fill(static_cast<std::uint64_t>(2000 + r));
+    for (HalfFormat format : {HalfFormat::kFp16, HalfFormat::kBf16}) {
+      for (float& x : data) x = static_cast<float>(fill.normal());
+      transport::HalfRingAllreduce half(t, copts, format, /*stochastic=*/false);
+      const std::uint64_t before = t.bytes_sent();
+      half.run(data, transport::ReduceOp::kAverage, reduce_tag);
+      const std::uint64_t sent = t.bytes_sent() - before;
+      const double seconds = time_rounds(rounds, [&] {
+        half.run(data, transport::ReduceOp::kAverage, reduce_tag);
+      });
+      add(format == HalfFormat::kFp16 ? "allreduce_fp16" : "allreduce_bf16", size, seconds,
+          static_cast<double>(bytes));
+      rows.back()["sent_bytes"] = sent;
+    }
     // The sparse allreduce at each density: algorithm bandwidth over the dense size, as the
     // dense rows count it, so the two compare as times.
     transport::SparseAllreduce sparse(t, data.size(), copts);

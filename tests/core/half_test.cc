@@ -94,5 +94,32 @@ TEST_CASE("stochastic rounding picks a neighbouring code, by distance, unbiased"
   }
 }
 
+TEST_CASE("stochastic rounding of arrays gives the nearest code or its neighbour across f",
+          "[half]") {
+  // Magnitudes from 2^-30 (fp16 subnormals and zero) to 2^17 (fp16 infinity), both signs:
+  // whatever path a value takes, its code is the nearest one or the next one on f's far side.
+  Rng rng(3);
+  std::vector<float> v(20000);
+  for (auto& x : v) {
+    x = static_cast<float>(std::exp2(rng.uniform(-30, 17)) * (rng.uniform() < 0.5 ? -1 : 1));
+  }
+  for (HalfFormat f : {HalfFormat::kFp16, HalfFormat::kBf16}) {
+    std::vector<std::uint16_t> h(v.size());
+    narrow(v, h, f, &rng);
+    int moved = 0;
+    for (std::size_t i = 0; i < v.size(); ++i) {
+      const std::uint16_t nearest = to_half(v[i], f);
+      if (h[i] == nearest) continue;
+      ++moved;
+      const float a = from_half(nearest, f), b = from_half(h[i], f);
+      INFO(v[i] << " rounded to " << b << ", nearest " << a);
+      REQUIRE((h[i] == nearest + 1 || h[i] == nearest - 1));
+      REQUIRE((a - v[i]) * (b - v[i]) <= 0);  // a and b on either side of v[i]
+      REQUIRE(std::isfinite(b));
+    }
+    CHECK(moved > 1000);  // not nearest in disguise
+  }
+}
+
 }  // namespace
 }  // namespace murmur
