@@ -104,10 +104,8 @@ void SampleShuffle::restore(const std::vector<std::int64_t>& origin) {
 
 void SampleShuffle::after_step(transport::Transport& transport, std::int64_t step,
                                std::chrono::milliseconds timeout) {
-  if (pending_ && transport.test(recv_) && transport.test(send_)) apply(transport);
-  if (step % every_ != 0) return;
-  complete(transport, timeout);
-  post(transport, step / every_);
+  complete(transport, timeout);  // the trade posted after the step before, if any
+  if (step % every_ == 0) post(transport, step / every_);
 }
 
 void SampleShuffle::complete(transport::Transport& transport, std::chrono::milliseconds timeout) {

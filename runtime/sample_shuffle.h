@@ -5,9 +5,10 @@
 // Every data.shuffle.every_steps steps (by default once an epoch) each peer sends k samples of
 // its shard (k = data.shuffle.fraction of the smallest shard, the same on every peer) to the
 // peer 2^(round mod ceil(log2 P)) ranks on, receives k from the peer as far back, and trains
-// on those in place of the ones it sent. The trade runs while the next steps compute: it is
-// posted after a step, tested after each following one, and applied once both ends are done
-// (waited for at the next round at the latest). A message carries the samples themselves
+// on those in place of the ones it sent. The trade runs while the next step computes: it is
+// posted after a step and lands after the next one (waited for there if it has not arrived).
+// Landing at a fixed step, not whenever the bytes happen to arrive, keeps a run reproducible
+// and its resume exact. A message carries the samples themselves
 // (images, labels, their index in the data set for the checkpoint) behind a header with a
 // CRC32C; its size, magic, count, CRC, labels and indices are checked before a byte is used.
 // The peer's shard is a local copy of its samples, which the batch loader reads and the trades
@@ -45,9 +46,9 @@ class SampleShuffle {
   // Rebuilds the shard from `origin` (a checkpoint's). Throws CheckpointError if it does not fit.
   void restore(const std::vector<std::int64_t>& origin);
 
-  // Called by every peer after each step: completes a trade in flight if its messages are done
-  // (at a round, waits for it), and posts the round's trade. Throws PeerLost if a partner does
-  // not answer within `timeout`, ProtocolError naming the sender for a malformed message.
+  // Called by every peer after each step: lands the trade posted after the step before (waiting
+  // for it if need be), and at a round posts the round's trade. Throws PeerLost if a partner
+  // does not answer within `timeout`, ProtocolError naming the sender for a malformed message.
   void after_step(transport::Transport& transport, std::int64_t step, std::chrono::milliseconds timeout);
   // Waits for the trade in flight, if any (before a checkpoint, at the end).
   void complete(transport::Transport& transport, std::chrono::milliseconds timeout);
