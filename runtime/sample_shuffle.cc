@@ -90,12 +90,15 @@ void SampleShuffle::restore(const std::vector<std::int64_t>& origin) {
     throw CheckpointError(fmt::format("data.shuffle: the checkpoint's shard has {} samples, this "
                                       "peer's {}", origin.size(), local_.size));
   }
-  const auto floats = static_cast<std::size_t>(data_.sample_floats());
+  // Every index checked before a row changes: a bad checkpoint leaves the shard as it was.
   for (std::size_t i = 0; i < origin.size(); ++i) {
     if (origin[i] < 0 || origin[i] >= data_.size) {
       throw CheckpointError(fmt::format("data.shuffle: sample {} of the checkpoint's shard is {}, "
                                         "outside the data set's {}", i, origin[i], data_.size));
     }
+  }
+  const auto floats = static_cast<std::size_t>(data_.sample_floats());
+  for (std::size_t i = 0; i < origin.size(); ++i) {
     std::copy_n(data_.image(origin[i]), floats, local_.images.begin() + static_cast<std::ptrdiff_t>(i * floats));
     local_.labels[i] = data_.labels[static_cast<std::size_t>(origin[i])];
   }

@@ -193,6 +193,13 @@ TEST_CASE("the shuffle is refused where it cannot run, naming the key", "[runtim
   c.run.on_peer_failure = "continue";
   refused(c, "run.on_peer_failure: stop");
   refused(shuffled(4, 0.001, 0), "under one sample of the smallest shard (200 samples)");
+  // A checkpoint's shard with an index outside the data set: refused, the shard untouched.
+  SampleShuffle shuffle(data, shard, 200, shuffled(4, 0.1, 0), 0, 10);
+  std::vector<std::int64_t> bad(shard.rbegin(), shard.rend());
+  bad[150] = 400;
+  CHECK_THROWS_WITH(shuffle.restore(bad), Catch::Contains("sample 150") && Catch::Contains("400"));
+  CHECK(shuffle.origin() == shard);
+  CHECK(shuffle.local().image(0)[0] == 0.0f);
   // every_steps 0: once an epoch.
   CHECK(SampleShuffle(data, shard, 200, shuffled(4, 0.1, 0), 0, 37).every_steps() == 37);
 }
