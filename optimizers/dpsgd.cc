@@ -39,7 +39,8 @@ Dpsgd::Dpsgd(const AveragingContext& ctx)
       half_(half_wire(ctx.algorithm.wire)),
       stochastic_(ctx.algorithm.wire.rounding == "stochastic"),
       rng_(Rng(ctx.seed).fork(0x77697265u + static_cast<std::uint64_t>(ctx.hood.transport().rank()))) {
-  slots_.reserve(std::max<std::size_t>(1, schedule_.at(0).recv_from.size()));
+  // The fp32 slots only without the 16-bit wire, which receives into half_slots_.
+  if (!half_) slots_.reserve(std::max<std::size_t>(1, schedule_.at(0).recv_from.size()));
   if (half_) {
     check_wire_device(ctx.algorithm.wire, device_.host_memory());
     // Two 16-bit values per float of a slot: an odd count sends one padding value.
@@ -58,7 +59,7 @@ Dpsgd::Dpsgd(const AveragingContext& ctx)
   }
 }
 
-Dpsgd::~Dpsgd() { narrow_region_.reset(); }  // the registration goes before its memory
+Dpsgd::~Dpsgd() = default;
 
 void Dpsgd::after_step(std::int64_t step) {
   if (step % local_steps_ != 0) return;

@@ -64,7 +64,7 @@ class Dpsgd final : public Averaging {
   // 16-bit receive slots, a widened neighbor, the stochastic rounding's stream.
   std::optional<HalfFormat> half_;
   std::vector<std::uint16_t> narrow_;
-  std::unique_ptr<transport::Region> narrow_region_;
+  std::unique_ptr<transport::Region> narrow_region_;  // after narrow_: unregistered first
   std::vector<float> own_, theirs_;
   std::optional<RecvSlots> half_slots_;
   bool stochastic_ = false;

@@ -17,12 +17,6 @@ HalfRingAllreduce::HalfRingAllreduce(Transport& transport, CollectiveOptions opt
       stochastic_(stochastic),
       rng_(Rng(seed).fork(static_cast<std::uint64_t>(transport.rank()))) {}
 
-HalfRingAllreduce::~HalfRingAllreduce() {
-  // The registrations go before the memory they name.
-  wire_region_.reset();
-  scratch_region_.reset();
-}
-
 void HalfRingAllreduce::reserve(std::size_t n, std::size_t scratch) {
   auto grow = [&](std::vector<std::uint16_t>& v, std::unique_ptr<Region>& region, std::size_t size) {
     if (region && v.size() >= size) return;

@@ -25,7 +25,6 @@ class HalfRingAllreduce {
   // `seed` drives stochastic rounding (this rank's stream of it).
   HalfRingAllreduce(Transport& transport, CollectiveOptions options, HalfFormat format,
                     bool stochastic, std::uint64_t seed = 0);
-  ~HalfRingAllreduce();
 
   // Replaces `data` on every rank of the world by the sum (or mean) over ranks, each element
   // rounded once to the 16-bit format at the end. All ranks call it with the same size and
@@ -42,6 +41,7 @@ class HalfRingAllreduce {
   Rng rng_;
   // The 16-bit image of the data (sent from, and the allgather's landing place) and the
   // reduce-scatter's double-buffered receive cells; each registered once, regrown on demand.
+  // The regions are declared after the memory they name, so they are unregistered first.
   std::vector<std::uint16_t> wire_, scratch_;
   std::unique_ptr<Region> wire_region_, scratch_region_;
 };
