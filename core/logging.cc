@@ -69,6 +69,10 @@ void init_logging(std::string_view tag, std::string_view level) {
   std::lock_guard lock(g_mutex);
   if (g_logger) g_retired.push_back(std::move(g_logger));
   g_logger = make_logger(tag, parsed);
+  // spdlog's free functions (spdlog::warn, as the transport's rooms call them) write through
+  // the default logger, which is stdout's until replaced: there they broke --json output and
+  // missed the tag and the log file.
+  spdlog::set_default_logger(g_logger);
 }
 
 void add_log_file(const std::filesystem::path& file) {
@@ -86,7 +90,10 @@ void add_log_file(const std::filesystem::path& file) {
 
 spdlog::logger& log() {
   std::lock_guard lock(g_mutex);
-  if (!g_logger) g_logger = make_logger("murmur", spdlog::level::info);
+  if (!g_logger) {
+    g_logger = make_logger("murmur", spdlog::level::info);
+    spdlog::set_default_logger(g_logger);
+  }
   return *g_logger;
 }
 

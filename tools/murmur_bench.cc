@@ -7,6 +7,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include "core/logging.h"
 #include "tools/bench_registry.h"
 
 int main(int argc, char** argv) {
@@ -18,6 +19,7 @@ int main(int argc, char** argv) {
     runners[sub] = c.setup(*sub);
   }
   CLI11_PARSE(app, argc, argv);
+  murmur::init_logging("bench", "warn");  // stderr: stdout is the table or the JSON lines
   try {
     for (auto& [sub, run] : runners) {
       if (sub->parsed()) return run();
