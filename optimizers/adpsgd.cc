@@ -415,6 +415,17 @@ class PassivePeer final : public AsyncBase {
 
 }  // namespace
 
+namespace {
+// Every H steps each active peer sends its model to one passive, which answers with its own:
+// with half the peers active, a peer sends one model per exchange round on average.
+CommPlan plan_adpsgd(const PlanContext& c) {
+  const double bytes = static_cast<double>(c.parameters) * 4;
+  return {{{"one model per exchange, active or passive", every_steps(c.config.algorithm.local_steps, c.steps), 1,
+            bytes, bytes}},
+          "asynchronous: exchanges run on threads of their own, comm_s is the training thread's"};
+}
+}  // namespace
+
 const AlgorithmInfo kAdpsgd{
     .name = "adpsgd",
     .summary = "AD-PSGD (Lian et al. 2018), asynchronous: actives average with a random passive "
@@ -431,6 +442,7 @@ const AlgorithmInfo kAdpsgd{
           wire::split_roles(topology::graph_at(c.topology, c.hood.transport().world_size(), c.seed, 0));
       if (roles.active[rank]) return std::make_unique<ActivePeer>(c, std::move(roles.partners[rank]));
       return std::make_unique<PassivePeer>(c, std::move(roles.partners[rank]));
-    }};
+    },
+    .plan = plan_adpsgd};
 
 }  // namespace murmur::optimizers

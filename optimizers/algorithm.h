@@ -15,6 +15,7 @@
 
 #include "core/config.h"
 #include "optimizers/averaging.h"
+#include "optimizers/comm_plan.h"
 
 namespace murmur::optimizers {
 
@@ -45,6 +46,8 @@ struct AlgorithmInfo {
   // config error naming these.
   std::span<const std::string_view> keys;
   std::unique_ptr<Averaging> (*make)(const AveragingContext&) = nullptr;
+  // What it sends per training step, for the cost model (comm_plan.h); null: no prediction.
+  CommPlan (*plan)(const PlanContext&) = nullptr;
 };
 
 // Every registered algorithm, in registry order (which also numbers their tag purposes).

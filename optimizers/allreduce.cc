@@ -8,6 +8,8 @@
 #include "core/stopwatch.h"
 #include "transport/factory.h"
 #include "transport/tag.h"
+#include "optimizers/dgc.h"
+#include "optimizers/wire.h"
 
 namespace murmur::optimizers {
 
@@ -20,6 +22,59 @@ constexpr std::string_view kAverages[] = {"params", "gradients"};
 constexpr std::size_t kNotReady = std::numeric_limits<std::size_t>::max();
 }  // namespace
 
+namespace {
+// The exact average of the parameters every H steps, or of the gradients every step (in
+// buckets of bucket_mb with overlap); a 16-bit wire halves the bytes; DGC's sparse allreduce
+// sends (index, value) pairs at its mean density over the run (its warm-up included).
+CommPlan plan_allreduce(const PlanContext& c) {
+  const AlgorithmConfig& a = c.config.algorithm;
+  const int n = c.config.world.size;
+  const double chunk = static_cast<double>(c.config.transport.chunk_bytes);
+  const double floats = static_cast<double>(c.parameters);
+  const double value_bytes = half_wire(a.wire) ? 2 : 4;
+  CommPlan plan;
+  if (a.hierarchical) {
+    plan.note = "hierarchical allreduce: not modeled (its two levels depend on the hosts)";
+    return plan;
+  }
+  if (a.sparsify.name == "dgc") {
+    // Recursive doubling of the merged pairs (transport/sparse_allreduce.h): level l sends the
+    // merge of 2^l ranks' pairs, 8 bytes each and a 16-byte header, or the dense vector once
+    // that is smaller; ranks beyond the largest power of two fold in and out as dense ones do.
+    const OptimizerConfig optimizer = c.config.train.optimizer;
+    const DeepGradientCompression dgc(a.sparsify, optimizer, n, c.parameters);
+    const std::int64_t steps = std::max<std::int64_t>(1, c.steps);
+    double pairs = 0;
+    for (std::int64_t s = 1; s <= steps; ++s) pairs += static_cast<double>(dgc.count(s));
+    pairs /= static_cast<double>(steps);
+    int p = 1;
+    while (2 * p <= n) p *= 2;
+    double merged = pairs;
+    for (int k = 1; k < p; k *= 2) {
+      const double bytes = std::min(16 + 8 * merged, 4 * floats);
+      plan.parts.push_back({"sparse allreduce of the gradients (a level)", 1, 1, bytes, bytes});
+      merged = std::min(2 * merged, floats);
+    }
+    if (p < n) plan.parts.push_back({"sparse allreduce (fold in and out)", 1, 2, 4 * floats, 4 * floats});
+    plan.note = "DGC: pairs at the mean density over the run, indices taken as disjoint";
+    return plan;
+  }
+  if (a.average == "gradients") {
+    const double bucket = a.overlap ? a.bucket_mb * (1 << 20) / 4 : floats;
+    for (double left = floats; left > 0; left -= bucket) {
+      for (CommPart& part : allreduce_parts("ring allreduce of a gradient bucket",
+                                            std::min(left, bucket) * value_bytes, n, chunk, 1)) {
+        plan.parts.push_back(part);
+      }
+    }
+    return plan;
+  }
+  plan.parts = allreduce_parts("allreduce of the parameters", floats * value_bytes, n, chunk,
+                               every_steps(a.local_steps, c.steps));
+  return plan;
+}
+}  // namespace
+
 const AlgorithmInfo kAllreduce{
     .name = "allreduce",
     .summary = "exact average every H steps (ring allreduce): the synchronous baseline",
@@ -28,7 +83,8 @@ const AlgorithmInfo kAllreduce{
     .keys = kKeys,
     .make = [](const AveragingContext& c) -> std::unique_ptr<Averaging> {
       return std::make_unique<AllreduceAveraging>(c);
-    }};
+    },
+    .plan = plan_allreduce};
 
 ExactAverage::ExactAverage(const AveragingContext& ctx)
     : ExactAverage(ctx.hood, ctx.purpose, ctx.params_region, ctx.params) {

@@ -43,6 +43,15 @@ Edges pick_edges(const topology::RankMixing& m, To to, From from) {
 }
 }  // namespace
 
+namespace {
+// The compressed difference q to every out-neighbor each step, at the compressor's size.
+CommPlan plan_choco(const PlanContext& c) {
+  const auto compressor = make_compressor(c.config.algorithm.compressor);
+  const double bytes = static_cast<double>(compressor->max_bytes(c.parameters));
+  return {{neighbor_part("the compressed difference to each out-neighbor", c, bytes, 1)}, ""};
+}
+}  // namespace
+
 const AlgorithmInfo kChoco{
     .name = "choco",
     .summary = "CHOCO-SGD (Koloskova et al. 2019): gossip of compressed differences with error "
@@ -54,7 +63,8 @@ const AlgorithmInfo kChoco{
     .keys = kKeys,
     .make = [](const AveragingContext& c) -> std::unique_ptr<Averaging> {
       return std::make_unique<Choco>(c);
-    }};
+    },
+    .plan = plan_choco};
 
 ChocoBound choco_gamma_bound(double delta, const topology::MixingMatrix& w) {
   ChocoBound b;

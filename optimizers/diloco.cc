@@ -6,11 +6,23 @@
 #include "core/stopwatch.h"
 #include "optimizers/device_arrays.h"
 #include "transport/tag.h"
+#include "optimizers/wire.h"
 
 namespace murmur::optimizers {
 
 namespace {
 constexpr std::string_view kKeys[] = {"local_steps", "outer_lr", "outer_momentum", "wire"};
+}  // namespace
+
+namespace {
+// The exact average of the outer gradient every H steps.
+CommPlan plan_diloco(const PlanContext& c) {
+  const AlgorithmConfig& a = c.config.algorithm;
+  const double bytes = static_cast<double>(c.parameters) * (half_wire(a.wire) ? 2 : 4);
+  return {allreduce_parts("allreduce of the outer gradient", bytes, c.config.world.size,
+                          static_cast<double>(c.config.transport.chunk_bytes), every_steps(a.local_steps, c.steps)),
+          ""};
+}
 }  // namespace
 
 const AlgorithmInfo kDiloco{
@@ -22,7 +34,8 @@ const AlgorithmInfo kDiloco{
     .keys = kKeys,
     .make = [](const AveragingContext& c) -> std::unique_ptr<Averaging> {
       return std::make_unique<Diloco>(c);
-    }};
+    },
+    .plan = plan_diloco};
 
 Diloco::Diloco(const AveragingContext& ctx)
     : hood_(ctx.hood),

@@ -12,6 +12,14 @@ namespace {
 constexpr std::string_view kKeys[] = {"local_steps", "overlap", "hierarchical", "max_staleness", "wire"};
 }  // namespace
 
+namespace {
+// x to every out-neighbor each step (bounded staleness too); a 16-bit wire halves it.
+CommPlan plan_dpsgd(const PlanContext& c) {
+  const double bytes = static_cast<double>(c.parameters) * (half_wire(c.config.algorithm.wire) ? 2 : 4);
+  return {{neighbor_part("the parameters to each out-neighbor", c, bytes, 1)}, ""};
+}
+}  // namespace
+
 const AlgorithmInfo kDpsgd{
     .name = "dpsgd",
     .summary = "D-PSGD (Lian et al. 2017): average with this round's neighbors after every H steps",
@@ -22,7 +30,8 @@ const AlgorithmInfo kDpsgd{
     .make = [](const AveragingContext& c) -> std::unique_ptr<Averaging> {
       if (c.algorithm.max_staleness > 0) return std::make_unique<BoundedStaleness>(c);
       return std::make_unique<Dpsgd>(c);
-    }};
+    },
+    .plan = plan_dpsgd};
 
 Dpsgd::Dpsgd(const AveragingContext& ctx)
     : hood_(ctx.hood),

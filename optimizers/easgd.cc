@@ -10,6 +10,15 @@ namespace {
 constexpr std::string_view kKeys[] = {"local_steps", "elastic_beta"};
 }  // namespace
 
+namespace {
+// The center copy z to every out-neighbor every H steps, as D-PSGD sends x.
+CommPlan plan_easgd(const PlanContext& c) {
+  const double bytes = static_cast<double>(c.parameters) * 4;
+  return {{neighbor_part("the center copy to each out-neighbor", c, bytes,
+                         every_steps(c.config.algorithm.local_steps, c.steps))}, ""};
+}
+}  // namespace
+
 const AlgorithmInfo kEasgd{
     .name = "easgd",
     .summary = "elastic averaging (Zhang et al. 2015) without a center: the peers gossip their "
@@ -19,7 +28,8 @@ const AlgorithmInfo kEasgd{
     .keys = kKeys,
     .make = [](const AveragingContext& c) -> std::unique_ptr<Averaging> {
       return std::make_unique<Easgd>(c);
-    }};
+    },
+    .plan = plan_easgd};
 
 Easgd::Easgd(const AveragingContext& ctx)
     : hood_(ctx.hood),

@@ -1,9 +1,26 @@
 #include "optimizers/local_sgd.h"
 
+#include <cmath>
+#include "optimizers/wire.h"
+
 namespace murmur::optimizers {
 
 namespace {
 constexpr std::string_view kKeys[] = {"local_steps", "switch_step", "wire"};
+}  // namespace
+
+namespace {
+// The exact average every step before switch_step, every H steps after it.
+CommPlan plan_local_sgd(const PlanContext& c) {
+  const AlgorithmConfig& a = c.config.algorithm;
+  const double steps = static_cast<double>(std::max<std::int64_t>(1, c.steps));
+  const double early = std::min(steps, static_cast<double>(a.switch_step));
+  const double per_step =
+      (early + std::floor((steps - early) / a.local_steps)) / steps;
+  const double bytes = static_cast<double>(c.parameters) * (half_wire(a.wire) ? 2 : 4);
+  return {allreduce_parts("allreduce of the parameters", bytes, c.config.world.size,
+                          static_cast<double>(c.config.transport.chunk_bytes), per_step), ""};
+}
 }  // namespace
 
 const AlgorithmInfo kLocalSgd{
@@ -15,7 +32,8 @@ const AlgorithmInfo kLocalSgd{
     .keys = kKeys,
     .make = [](const AveragingContext& c) -> std::unique_ptr<Averaging> {
       return std::make_unique<LocalSgd>(c);
-    }};
+    },
+    .plan = plan_local_sgd};
 
 LocalSgd::LocalSgd(const AveragingContext& ctx)
     : local_steps_(ctx.algorithm.local_steps),

@@ -8,6 +8,7 @@ const AlgorithmInfo kNoAveraging{
     .needs = GraphNeeds::kNone,
     .make = [](const AveragingContext&) -> std::unique_ptr<Averaging> {
       return std::make_unique<NoAveraging>();
-    }};
+    },
+    .plan = [](const PlanContext&) { return CommPlan{}; }};  // sends nothing
 
 }  // namespace murmur::optimizers

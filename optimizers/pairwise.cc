@@ -15,6 +15,15 @@ namespace {
 constexpr std::string_view kKeys[] = {"local_steps", "overlap"};
 }  // namespace
 
+namespace {
+// Each round, the model to this round's partner (a matching: one partner at most).
+CommPlan plan_pairwise(const PlanContext& c) {
+  const double bytes = static_cast<double>(c.parameters) * 4;
+  return {{{"the parameters to this round's partner", every_steps(c.config.algorithm.local_steps, c.steps), 1,
+            bytes, bytes}}, ""};
+}
+}  // namespace
+
 const AlgorithmInfo kPairwise{
     .name = "pairwise",
     .summary = "pairwise gossip in rounds: AD-PSGD's averaging with one neighbor of a matching "
@@ -25,7 +34,8 @@ const AlgorithmInfo kPairwise{
     .keys = kKeys,
     .make = [](const AveragingContext& c) -> std::unique_ptr<Averaging> {
       return std::make_unique<Pairwise>(c);
-    }};
+    },
+    .plan = plan_pairwise};
 
 int pairwise_partner(const topology::Graph& g, std::uint64_t seed, std::int64_t round, int rank) {
   const int n = g.n;

@@ -12,6 +12,14 @@ namespace {
 constexpr std::string_view kKeys[] = {"local_steps", "overlap", "tau"};
 }  // namespace
 
+namespace {
+// (x, w) pushed to every out-neighbor each step.
+CommPlan plan_sgp(const PlanContext& c) {
+  const double bytes = (static_cast<double>(c.parameters) + 1) * 4;
+  return {{neighbor_part("(x, w) to each out-neighbor", c, bytes, 1)}, ""};
+}
+}  // namespace
+
 const AlgorithmInfo kSgp{
     .name = "sgp",
     .summary = "Stochastic Gradient Push (Assran et al. 2019): push-sum on directed and "
@@ -26,7 +34,8 @@ const AlgorithmInfo kSgp{
     .keys = kKeys,
     .make = [](const AveragingContext& c) -> std::unique_ptr<Averaging> {
       return std::make_unique<Sgp>(c);
-    }};
+    },
+    .plan = plan_sgp};
 
 Sgp::Sgp(const AveragingContext& ctx)
     : hood_(ctx.hood),

@@ -233,6 +233,7 @@ class Trainer {
     result.rank = rank_;
     result.world_size = config_.world.size;
     result.steps = step_;
+    result.parameters = params_.size();
     result.epochs = plan_->epoch_at(step_);
     result.test_accuracy = e.accuracy;
     result.test_loss = e.loss;

@@ -51,6 +51,7 @@ struct PeerResult {
   int rank = 0;
   int world_size = 1;
   std::int64_t steps = 0;
+  std::uint64_t parameters = 0;  // floats in the parameter arena (the cost model's model size)
   double epochs = 0;
   double test_accuracy = 0;
   double test_loss = 0;

@@ -10,6 +10,7 @@
 
 #include "core/error.h"
 #include "core/files.h"
+#include "runtime/comm_prediction.h"
 
 namespace murmur::runtime {
 
@@ -187,6 +188,7 @@ nlohmann::json peer_json(const PeerResult& r) {
           {"bytes_sent", r.bytes_sent},
           {"bytes_received", r.bytes_received},
           {"steps", r.steps},
+          {"parameters", r.parameters},
           {"epochs", r.epochs},
           {"wall_time_s", r.wall_time_s},
           {"stopped_early", r.stopped_early},
@@ -223,6 +225,7 @@ bool well_typed(const nlohmann::json& r) {
     if (r.contains(key) && !number_or_null(r[key])) return false;
   }
   if (r.contains("stopped_early") && !r["stopped_early"].is_boolean()) return false;
+  if (r.contains("parameters") && !r["parameters"].is_number_unsigned()) return false;
   if (r.contains("backend") && !r["backend"].is_string()) return false;
   if (r.contains("evals") && !r["evals"].is_array()) return false;
   if (r.contains("exchanges")) {
@@ -321,6 +324,10 @@ nlohmann::json summarize_run(const std::filesystem::path& run_dir, const Experim
                      {"exit", code != exit_codes.end() ? nlohmann::json(code->second) : nlohmann::json()}});
   }
   nlohmann::json summary = make_summary(config, peers, wall_time_s);
+  if (nlohmann::json p = comm_prediction_json(config, peers, transport::default_cost_model_path());
+      !p.is_null()) {
+    summary["comm_prediction"] = std::move(p);
+  }
   const double t = target.value_or(config.eval.target_accuracy);
   if (t > 0) {
     // Every rank of the world, failed ones too: a rank that never evaluated reaches nothing.

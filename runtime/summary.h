@@ -2,7 +2,8 @@
 // directory alone by summarize_run() for every way a run is made (a lone murmur-peer, murmur-sim,
 // murmur-launch through `murmur-peer --summarize`, the sweep's report):
 // {"world_size": N, "peers": [rank<r>/result.json without its average, or {"rank", "failed": true,
-//  "exit"}], "wall_time_s", "config", "average_model", "consensus_distance", "time_to_accuracy"}.
+//  "exit"}], "wall_time_s", "config", "average_model", "consensus_distance", "time_to_accuracy",
+//  "comm_prediction" (runtime/comm_prediction.h, where murmur-bench fit has left a cost model)}.
 // Pure functions, but for the file I/O; thread-safe for distinct run directories.
 #pragma once
 
@@ -70,6 +71,7 @@ nlohmann::json make_summary(const ExperimentConfig& config, const std::vector<nl
 // when `target` (else eval.target_accuracy) is > 0, time_to_accuracy over every rank's
 // rank<r>/metrics.jsonl (where it is missing or has no evaluations: its result.json's "evals",
 // as the gatherer of a run without a shared directory writes them). `target` changes that field only, not the config written.
+// With a cost model at transport::default_cost_model_path(), "comm_prediction" too.
 nlohmann::json summarize_run(const std::filesystem::path& run_dir, const ExperimentConfig& config,
                              double wall_time_s, const std::map<int, int>& exit_codes,
                              std::optional<double> target = std::nullopt);

@@ -27,6 +27,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "tools/bench_comm.h"
 #include "tools/bench_registry.h"
 #include "core/rng.h"
 #include "transport/collectives.h"
@@ -43,15 +44,6 @@ using transport::ByteRange;
 using transport::Request;
 using transport::Transport;
 using Clock = std::chrono::steady_clock;
-
-struct CommOptions {
-  std::string backends;  // "" = every backend built
-  std::vector<int> processes{2, 4};
-  std::vector<std::int64_t> sizes{64 << 10, 1 << 20, 16 << 20, 64 << 20};
-  std::int64_t chunk_bytes = 1 << 20;
-  std::vector<double> densities{0.001, 0.01, 0.1};  // the sparse allreduce's rows
-  bool json = false;
-};
 
 std::vector<std::string> split(const std::string& text) {
   std::vector<std::string> out;
@@ -95,10 +87,13 @@ std::vector<nlohmann::json> bench_rank(Transport& t, const std::string& backend,
   std::vector<float> one(1);
   auto one_region = t.register_region(std::as_writable_bytes(std::span(one)));
   std::vector<nlohmann::json> rows;
+  // --cold: a buffer larger than the last-level cache, written over before each timed round.
+  std::vector<std::uint8_t> evict(o.cold ? std::size_t{64} << 20 : 0);
   auto time_rounds = [&](int rounds, auto&& body) {
     for (int i = 0; i < 2; ++i) body();  // warm-up: connections, buffers, caches
     double total = 0;
     for (int i = 0; i < rounds; ++i) {
+      for (std::size_t k = 0; k < evict.size(); k += 64) evict[k] = static_cast<std::uint8_t>(evict[k] + 1);
       barrier(t, barrier_allreduce, *one_region, one);
       auto start = Clock::now();
       body();
@@ -114,9 +109,14 @@ std::vector<nlohmann::json> bench_rank(Transport& t, const std::string& backend,
   auto ring_sent = [&](std::size_t bytes) {
     return static_cast<std::uint64_t>(2.0 * (n - 1) / n * static_cast<double>(bytes));
   };
+  const auto wanted = [&](std::string_view pattern) {
+    return o.patterns.empty() ||
+           std::find(o.patterns.begin(), o.patterns.end(), pattern) != o.patterns.end();
+  };
   for (std::int64_t size : o.sizes) {
     const std::size_t bytes = static_cast<std::size_t>(size);
     const int rounds = rounds_for(size);
+    if (wanted("p2p")) {
     // Point to point: rank 0 streams `rounds` messages to rank 1, which acks the last one.
     double p2p = time_rounds(1, [&] {
       std::vector<Request> q;
@@ -131,23 +131,29 @@ std::vector<nlohmann::json> bench_rank(Transport& t, const std::string& backend,
       }
     });
     add("p2p", size, p2p / rounds, static_cast<double>(bytes));
+    }
     // Ring-neighbor exchange.
     std::vector<int> peers{left, right};
     if (n == 2) peers.pop_back();
     std::vector<ByteRange> in{{bytes, bytes}, {2 * bytes, bytes}};
     in.resize(peers.size());
-    double exchange = time_rounds(rounds, [&] {
-      transport::neighbor_exchange(t, 12, *region, {0, bytes}, peers, *region, in, peers);
-    });
-    add("ring_exchange", size, exchange, static_cast<double>(bytes * peers.size()));
+    if (wanted("ring_exchange")) {
+      double exchange = time_rounds(rounds, [&] {
+        transport::neighbor_exchange(t, 12, *region, {0, bytes}, peers, *region, in, peers);
+      });
+      add("ring_exchange", size, exchange, static_cast<double>(bytes * peers.size()));
+    }
     // Ring allreduce (sum) of the buffer's first `bytes`.
     std::span<float> data(buffer.data(), bytes / sizeof(float));
     const transport::Tag reduce_tag = transport::TagLayout(t).make(transport::purpose::kBenchmark, 13);
-    double reduce = time_rounds(rounds, [&] {
-      allreduce.run(*region, data, transport::ReduceOp::kSum, reduce_tag);
-    });
-    add("allreduce", size, reduce, static_cast<double>(bytes));
-    rows.back()["sent_bytes"] = ring_sent(bytes);
+    if (wanted("allreduce")) {
+      double reduce = time_rounds(rounds, [&] {
+        allreduce.run(*region, data, transport::ReduceOp::kSum, reduce_tag);
+      });
+      add("allreduce", size, reduce, static_cast<double>(bytes));
+      rows.back()["sent_bytes"] = ring_sent(bytes);
+    }
+    if (!wanted("allreduce_hd")) continue;  // the rows below are the full table's only
     // The same by recursive halving and doubling, which Allreduce takes above kRingMaxRanks.
     double halving = time_rounds(rounds, [&] {
       halving_doubling.run(*region, data, transport::ReduceOp::kSum, reduce_tag);
@@ -269,6 +275,14 @@ std::vector<nlohmann::json> run_threads(int n, const CommOptions& o) {
   return rows[0];
 }
 
+}  // namespace
+
+std::vector<nlohmann::json> comm_rows(const std::string& backend, int n, const CommOptions& o) {
+  return backend == "inproc" ? run_threads(n, o) : run_processes(backend, n, o);
+}
+
+namespace {
+
 int run_comm(const CommOptions& o) {
   std::vector<std::string> backends = o.backends.empty() ? transport::process_backends() : split(o.backends);
   if (o.backends.empty()) backends.push_back("inproc");
@@ -278,7 +292,7 @@ int run_comm(const CommOptions& o) {
   }
   for (const auto& backend : backends) {
     for (int n : o.processes) {
-      auto rows = backend == "inproc" ? run_threads(n, o) : run_processes(backend, n, o);
+      auto rows = comm_rows(backend, n, o);
       for (auto& row : rows) {
         if (o.json) {
           std::printf("%s\n", row.dump().c_str());
@@ -316,6 +330,8 @@ const RegisterBench kRegister{{
       sub.add_option("--chunk-bytes", o->chunk_bytes, "pipelining unit (transport.chunk_bytes)");
       sub.add_option("--densities", o->densities,
                      "the sparse allreduce's fractions of nonzeros per rank")->delimiter(',');
+      sub.add_flag("--cold", o->cold,
+                   "start each timed round with cold caches, as a training step leaves them");
       sub.add_flag("--json", o->json, "one JSON object per line");
       return [o] { return run_comm(*o); };
     },

@@ -21,7 +21,7 @@ from . import checkpoints, plots, spec
 COLUMNS = ["point", "peers", "peer_acc_mean", "peer_acc_min", "avg_model_acc", "consensus_distance",
            "bytes_per_peer", "wall_time_s", "time_to_target_s", "bytes_to_target", "epochs_to_target",
            "slowest_to_target_s", "bytes_total_to_target", "spectral_gap", "mean_wait_s",
-           "staleness_p50", "staleness_max"]
+           "mean_comm_s", "predicted_comm_s", "comm_ratio", "staleness_p50", "staleness_max"]
 
 
 def read_metrics(path):
@@ -114,6 +114,9 @@ def point_row(sweep, point, run_dir, topo, peer=None):
         waits = [p["wait_s"] for p in peers if p.get("wait_s") is not None]
         if waits:
             row["mean_wait_s"] = sum(waits) / len(waits)  # blocked on neighbors, per peer
+        comms = [p["comm_s"] for p in peers if p.get("comm_s") is not None]
+        if comms:
+            row["mean_comm_s"] = sum(comms) / len(comms)
         row.update(peer_acc_mean=sum(accs) / len(accs), peer_acc_min=min(accs),
                    bytes_per_peer=sum(p.get("bytes_sent", 0) for p in peers) / len(peers),
                    steps=max(p.get("steps", 0) for p in peers))  # for the plots, not the table
@@ -121,6 +124,13 @@ def point_row(sweep, point, run_dir, topo, peer=None):
         row["avg_model_acc"] = s["average_model"]["test_accuracy"]
         row["consensus_distance"] = s.get("consensus_distance")
     row["wall_time_s"] = s.get("wall_time_s")
+    # The alpha-beta model's comm_s (runtime/comm_prediction.h), where a cost model was fitted,
+    # and measured / predicted.
+    pred = s.get("comm_prediction") or {}
+    if pred.get("predicted_comm_s"):
+        row["predicted_comm_s"] = pred["predicted_comm_s"]
+        if pred.get("ratio") is not None:
+            row["comm_ratio"] = pred["ratio"]
     # The ages of the models averaged (adpsgd, dpsgd with max_staleness), in local steps.
     ex = s.get("exchanges") or {}
     row.update({k: ex[k] for k in ("staleness_p50", "staleness_max") if ex.get(k) is not None})
@@ -154,6 +164,8 @@ def fmt(key, v):
             if v >= div:
                 return f"{v / div:.2f} {unit}"
         return f"{v:.0f} B"
+    if key == "comm_ratio":
+        return f"{v:.2f}x"
     if key == "consensus_distance":
         return f"{v:.3g}"
     if isinstance(v, float):

@@ -1,0 +1,114 @@
+#include "runtime/comm_prediction.h"
+
+#include <cmath>
+#include <cstdlib>
+
+#include <fmt/format.h>
+
+#include "core/error.h"
+
+namespace murmur::runtime {
+namespace {
+
+// A validated quantity of network.* ("1gbit", "5ms") in base units: bits/s or seconds.
+double quantity(const std::string& text, std::initializer_list<std::pair<const char*, double>> units) {
+  char* end = nullptr;
+  const double v = std::strtod(text.c_str(), &end);
+  for (const auto& [unit, scale] : units) {
+    if (std::string_view(end) == unit) return v * scale;
+  }
+  throw ConfigError(fmt::format("network: \"{}\" has none of the known units", text));
+}
+
+}  // namespace
+
+transport::LinkCost run_link(const ExperimentConfig& config, const transport::CostModel& model,
+                             int* fitted_ranks) {
+  transport::LinkCost link = model.link(config.transport.backend, config.world.size, fitted_ranks);
+  const NetworkConfig& net = config.network;
+  const double latency =
+      net.latency.empty() ? 0 : quantity(net.latency, {{"us", 1e-6}, {"ms", 1e-3}, {"s", 1}});
+  const double rate = net.bandwidth.empty()
+                          ? 0
+                          : quantity(net.bandwidth, {{"bit", 1}, {"kbit", 1e3}, {"mbit", 1e6},
+                                                     {"gbit", 1e9}, {"tbit", 1e12}});
+  for (transport::CostBand& b : link.bands) {
+    b.alpha_s += latency;
+    // The shaper and the copies into the socket overlap: the slower of the two sets the pace.
+    if (rate > 0) b.beta_s_per_byte = std::max(b.beta_s_per_byte, 8 / rate);
+  }
+  return link;
+}
+
+CommPrediction predict_comm(const ExperimentConfig& config, const transport::CostModel& model,
+                            const std::string& backend, std::size_t parameters, std::int64_t steps) {
+  ExperimentConfig c = config;
+  c.transport.backend = backend;
+  CommPrediction p;
+  p.backend = backend;
+  const transport::LinkCost link = run_link(c, model, &p.fitted_ranks);
+  p.plan = optimizers::comm_plan({c, parameters, steps});
+  const double n = static_cast<double>(steps);
+  for (const optimizers::CommPart& part : p.plan.parts) {
+    p.seconds += n * part.per_step * part.phases * link.phase_seconds(part.message_bytes, part.bytes_per_phase);
+  }
+  p.bytes_sent = n * p.plan.bytes_per_step();
+  // The run's end averages the models exactly once (Distributed::average): bytes the peers
+  // send, outside comm_s.
+  for (const optimizers::CommPart& part :
+       optimizers::allreduce_parts("the final average", 4.0 * static_cast<double>(parameters),
+                                   c.world.size, static_cast<double>(c.transport.chunk_bytes), 1)) {
+    p.bytes_sent += part.per_step * part.phases * part.bytes_per_phase;
+  }
+  return p;
+}
+
+nlohmann::json comm_prediction_json(const ExperimentConfig& config,
+                                    const std::vector<nlohmann::json>& peers,
+                                    const std::filesystem::path& cost_model_file) {
+  if (config.world.size < 2) return nullptr;
+  // The mean over the peers that finished: their steps, comm_s and bytes, and the model's size.
+  double steps = 0, comm_s = 0, bytes = 0, count = 0;
+  std::uint64_t parameters = 0;
+  std::string backend = config.transport.backend;
+  for (const nlohmann::json& p : peers) {
+    if (p.value("failed", false) || !p.contains("parameters") || !p["parameters"].is_number_integer() ||
+        p["parameters"].get<std::int64_t>() <= 0) {
+      continue;
+    }
+    parameters = p["parameters"].get<std::uint64_t>();
+    steps += p.value("steps", 0.0);
+    comm_s += p.value("comm_s", 0.0);
+    bytes += p.value("bytes_sent", 0.0);
+    if (p.contains("backend") && p["backend"].is_string()) backend = p["backend"];
+    ++count;
+  }
+  std::error_code ec;
+  if (count == 0 || parameters == 0 || !std::filesystem::exists(cost_model_file, ec)) return nullptr;
+  try {
+    const transport::CostModel model = transport::read_cost_model(cost_model_file);
+    const CommPrediction p = predict_comm(config, model, backend, parameters,
+                                          std::llround(steps / count));
+    nlohmann::json parts = nlohmann::json::array();
+    for (const optimizers::CommPart& part : p.plan.parts) {
+      parts.push_back({{"what", part.what}, {"per_step", part.per_step}, {"phases", part.phases},
+                       {"message_bytes", part.message_bytes}, {"bytes_per_phase", part.bytes_per_phase}});
+    }
+    const double measured = comm_s / count;
+    nlohmann::json j = {{"cost_model", cost_model_file.string()},
+                        {"backend", p.backend},
+                        {"fitted_ranks", p.fitted_ranks},
+                        {"predicted_comm_s", p.seconds},
+                        {"measured_comm_s", measured},
+                        {"ratio", p.seconds > 0 ? nlohmann::json(measured / p.seconds) : nlohmann::json()},
+                        {"predicted_bytes_sent", p.bytes_sent},
+                        {"measured_bytes_sent", bytes / count},
+                        {"parts", parts}};
+    if (!p.plan.note.empty()) j["note"] = p.plan.note;
+    return j;
+  } catch (const std::exception& e) {  // Error, or a JSON type the checks let through
+    return {{"cost_model", cost_model_file.string()}, {"error", e.what()}};
+  }
+}
+
+}  // namespace murmur::runtime

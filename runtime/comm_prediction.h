@@ -1,0 +1,45 @@
+// The communication time a run should take by the survey's alpha-beta model: the algorithm's
+// plan (optimizers/comm_plan.h) priced with this machine's fit (transport/cost_model.h), plus
+// the emulated network's latency and rate where the config sets network.*. summary.json carries
+// it beside the measured comm_s ("comm_prediction"), and so do the sweep reports.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <optional>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "core/config.h"
+#include "optimizers/comm_plan.h"
+#include "transport/cost_model.h"
+
+namespace murmur::runtime {
+
+struct CommPrediction {
+  std::string backend;
+  int fitted_ranks = 0;        // the rank count of the fit used (the run's, or the nearest below)
+  double seconds = 0;          // comm_s of one peer over `steps` steps
+  double bytes_sent = 0;       // bytes one peer sends over the run: the plan's, and the final average
+  optimizers::CommPlan plan;
+};
+
+// The link of `model` for the run's backend and world, with network.latency added to each
+// phase's alpha and network.bandwidth bounding its beta (the slower of the two per byte).
+transport::LinkCost run_link(const ExperimentConfig& config, const transport::CostModel& model,
+                             int* fitted_ranks = nullptr);
+// The prediction for a run of `steps` steps of a model of `parameters` floats over `backend`.
+// Throws Error where the model has no fit for the backend.
+CommPrediction predict_comm(const ExperimentConfig& config, const transport::CostModel& model,
+                            const std::string& backend, std::size_t parameters, std::int64_t steps);
+
+// summary.json's "comm_prediction" for these peer results (read_peer_result's), with the mean
+// measured comm_s and bytes_sent beside the predicted ones and their ratio; null where the run
+// has one peer, no result carries its model's size, or the model file is missing. A file that
+// is there but is not a cost model gives {"error": "..."} (the summary is still written).
+nlohmann::json comm_prediction_json(const ExperimentConfig& config,
+                                    const std::vector<nlohmann::json>& peers,
+                                    const std::filesystem::path& cost_model_file);
+
+}  // namespace murmur::runtime

@@ -1,0 +1,124 @@
+// The communication prediction: an algorithm's plan priced by a cost model (by hand here), the
+// emulated network's latency and rate added, summary.json's "comm_prediction" with and without
+// a cost model, and, end to end, 3 launched peers whose summary predicts the bytes they sent.
+#include <catch2/catch.hpp>
+
+#include <cstdlib>
+#include <fstream>
+
+#include "runtime/comm_prediction.h"
+#include "tests/runtime/launch_util.h"
+#include "transport/cost_model.h"
+
+namespace murmur::runtime {
+namespace {
+
+using Catch::Matchers::Contains;
+using murmur::testing::TempDir;
+
+// One band for every size: alpha 100 us, beta 1 ns a byte (8 Gbit/s).
+transport::CostModel flat_model() {
+  transport::CostModel m;
+  m.links["tcp"][4].bands.push_back({0, 0, 100e-6, 1e-9, 2, 0});
+  return m;
+}
+
+ExperimentConfig ring4() {
+  ExperimentConfig c;
+  c.world.size = 4;
+  c.algorithm.name = "dpsgd";
+  c.topology.graph = "ring";
+  c.transport.backend = "tcp";
+  return c;
+}
+
+TEST_CASE("a prediction is the plan priced by the fit", "[runtime][cost]") {
+  // D-PSGD on a ring of 4, 1000 floats: each step one phase of 2 x 4000 bytes.
+  const CommPrediction p = predict_comm(ring4(), flat_model(), "tcp", 1000, 10);
+  CHECK(p.fitted_ranks == 4);
+  CHECK(p.seconds == Approx(10 * (100e-6 + 1e-9 * 8000)));
+  CHECK(p.bytes_sent == Approx(10 * 8000 + 6 * 1000));  // and the final average
+  // The allreduce every step: 6 phases of 1000 bytes.
+  ExperimentConfig c = ring4();
+  c.algorithm.name = "allreduce";
+  CHECK(predict_comm(c, flat_model(), "tcp", 1000, 10).seconds == Approx(10 * 6 * (100e-6 + 1e-9 * 1000)));
+  // 8 peers use the fit at 4, the nearest count below.
+  c.world.size = 8;
+  CHECK(predict_comm(c, flat_model(), "tcp", 1000, 10).fitted_ranks == 4);
+  CHECK_THROWS_WITH(predict_comm(c, flat_model(), "ucx", 1000, 10), Contains("ucx"));
+}
+
+TEST_CASE("the emulated network adds its latency and bounds the rate", "[runtime][cost]") {
+  ExperimentConfig c = ring4();
+  c.network.latency = "5ms";
+  c.network.bandwidth = "1gbit";  // 8 ns a byte, slower than the fit's 1 ns
+  const transport::LinkCost link = run_link(c, flat_model());
+  CHECK(link.bands[0].alpha_s == Approx(5.1e-3));
+  CHECK(link.bands[0].beta_s_per_byte == Approx(8e-9));
+  c.network.bandwidth = "100gbit";  // faster than the fit: the fit's rate stays
+  c.network.latency = "250us";
+  CHECK(run_link(c, flat_model()).bands[0].beta_s_per_byte == Approx(1e-9));
+  CHECK(run_link(c, flat_model()).bands[0].alpha_s == Approx(350e-6));
+}
+
+TEST_CASE("summary.json's comm_prediction", "[runtime][cost]") {
+  TempDir dir;
+  const auto file = dir.path() / "cost_model.json";
+  const std::vector<nlohmann::json> peers{
+      {{"rank", 0}, {"steps", 10}, {"parameters", 1000}, {"comm_s", 0.004}, {"bytes_sent", 80000}, {"backend", "tcp"}},
+      {{"rank", 1}, {"steps", 10}, {"parameters", 1000}, {"comm_s", 0.002}, {"bytes_sent", 80000}, {"backend", "tcp"}},
+      {{"rank", 2}, {"failed", true}},
+      {{"rank", 3}, {"steps", 10}, {"parameters", 1000}, {"comm_s", 0.003}, {"bytes_sent", 80000}, {"backend", "tcp"}}};
+  // No cost model: no prediction.
+  CHECK(comm_prediction_json(ring4(), peers, file).is_null());
+  transport::write_cost_model(file, flat_model());
+  const nlohmann::json j = comm_prediction_json(ring4(), peers, file);
+  INFO(j.dump());
+  CHECK(j["predicted_comm_s"].get<double>() == Approx(10 * (100e-6 + 8000e-9)));
+  CHECK(j["measured_comm_s"].get<double>() == Approx(0.003));  // the failed rank left out
+  CHECK(j["ratio"].get<double>() == Approx(0.003 / (10 * 108e-6)));
+  CHECK(j["predicted_bytes_sent"].get<double>() == Approx(80000 + 6000));
+  CHECK(j["parts"].size() == 1);
+  // One peer, or results without the model's size: nothing to predict.
+  ExperimentConfig one = ring4();
+  one.world.size = 1;
+  CHECK(comm_prediction_json(one, peers, file).is_null());
+  CHECK(comm_prediction_json(ring4(), {{{"rank", 0}, {"steps", 10}}}, file).is_null());
+  // A file that is not a cost model: an error in the field, not a failed summary.
+  std::ofstream(file) << R"({"murmur_cost_model": 7})";
+  CHECK_THAT(comm_prediction_json(ring4(), peers, file)["error"].get<std::string>(),
+             Contains("murmur_cost_model"));
+}
+
+TEST_CASE("a launched run's summary predicts the bytes its peers sent",
+          "[runtime][cost][multiproc]") {
+  TempDir dir;
+  const auto model = dir.path() / "cost_model.json";
+  transport::CostModel m;
+  m.links["tcp"][2].bands.push_back({0, 0, 50e-6, 1e-9, 2, 0});
+  transport::write_cost_model(model, m);
+  ::setenv("MURMUR_COST_MODEL", model.c_str(), 1);
+  const auto config = murmur::testing::synthetic_config(dir, R"(train: {epochs: 1, batch_size: 32}
+topology: {graph: ring}
+)");
+  const auto figures = murmur::testing::launch_modes(
+      dir, config, {"--set algorithm.name=dpsgd", "--set algorithm.name=allreduce",
+                    "--set algorithm.name=local_sgd --set algorithm.local_steps=4"});
+  ::unsetenv("MURMUR_COST_MODEL");
+  for (const nlohmann::json& s : figures) {
+    INFO(s.dump());
+    REQUIRE(s.contains("comm_prediction"));
+    const nlohmann::json& p = s["comm_prediction"];
+    CHECK(p["fitted_ranks"] == 2);
+    CHECK(p["predicted_comm_s"].get<double>() > 0);
+    // The plan's bytes and the final average against the transport's count: the start's
+    // agreement, the result gather and the frames' headers are not in the plan.
+    const double predicted = p["predicted_bytes_sent"], measured = p["measured_bytes_sent"];
+    CAPTURE(predicted, measured);
+    CHECK(predicted <= measured);
+    CHECK(predicted > 0.97 * measured);
+  }
+}
+
+}  // namespace
+}  // namespace murmur::runtime

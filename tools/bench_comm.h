@@ -1,0 +1,33 @@
+// The patterns of `murmur-bench comm` (murmur_bench_comm.cc), for the subcommands that build on
+// its measurements (murmur-bench fit).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace murmur::tools {
+
+struct CommOptions {
+  std::string backends;  // "" = every backend built
+  std::vector<int> processes{2, 4};
+  std::vector<std::int64_t> sizes{64 << 10, 1 << 20, 16 << 20, 64 << 20};
+  std::int64_t chunk_bytes = 1 << 20;
+  std::vector<double> densities{0.001, 0.01, 0.1};  // the sparse allreduce's rows
+  // Patterns to run, of p2p, ring_exchange, allreduce, allreduce_hd (which brings the 16-bit and
+  // sparse rows with it); empty: all.
+  std::vector<std::string> patterns;
+  // Each timed round starts after the rank has written over 64 MiB (more than the last-level
+  // cache), as a training step's forward and backward leave the caches for the exchange.
+  bool cold = false;
+  bool json = false;
+};
+
+// Rank 0's rows of every pattern and size of `o` with `n` ranks of `backend` (forked processes
+// on 127.0.0.1, threads for inproc): {"backend", "pattern", "processes", "bytes", "seconds",
+// "gbps", ...}. Throws TransportError when a rank fails.
+std::vector<nlohmann::json> comm_rows(const std::string& backend, int n, const CommOptions& o);
+
+}  // namespace murmur::tools
