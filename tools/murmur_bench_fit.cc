@@ -83,9 +83,10 @@ int run_fit(FitOptions& o) {
       for (const transport::CostBand& b : link.bands) {
         const std::string range = b.max_bytes == 0 ? fmt::format(">= {:.0f}", b.min_bytes)
                                                     : fmt::format("{:.0f}-{:.0f}", b.min_bytes, b.max_bytes);
-        std::printf("%-8s %5d %21s %12.1f %10.2f %8d %9.1f%%\n", backend.c_str(), n, range.c_str(),
-                    b.alpha_s * 1e6, b.beta_s_per_byte > 0 ? 8e-9 / b.beta_s_per_byte : 0.0,
-                    b.samples, 100 * b.max_relative_error);
+        const std::string rate =
+            b.beta_s_per_byte > 0 ? fmt::format("{:.2f}", 8e-9 / b.beta_s_per_byte) : "-";
+        std::printf("%-8s %5d %21s %12.1f %10s %8d %9.1f%%\n", backend.c_str(), n, range.c_str(),
+                    b.alpha_s * 1e6, rate.c_str(), b.samples, 100 * b.max_relative_error);
       }
       std::fflush(stdout);
       model.links[backend][n] = std::move(link);

@@ -131,7 +131,9 @@ nlohmann::json to_json(const CostModel& model) {
                          {"max_bytes", b.max_bytes == 0 ? nlohmann::json() : nlohmann::json(b.max_bytes)},
                          {"alpha_s", b.alpha_s},
                          {"beta_s_per_byte", b.beta_s_per_byte},
-                         {"gbit_per_s", b.beta_s_per_byte > 0 ? 8e-9 / b.beta_s_per_byte : 0.0},
+                         // null: no cost per byte was found (alpha alone fits the band)
+                         {"gbit_per_s", b.beta_s_per_byte > 0 ? nlohmann::json(8e-9 / b.beta_s_per_byte)
+                                                              : nlohmann::json()},
                          {"samples", b.samples},
                          {"max_relative_error", b.max_relative_error}});
       }
