@@ -5,7 +5,9 @@ docs/configuration.md ("What they give").
     experiments/configs_table.py [--peers 4] [--out runs/configs] [--backends tcp] [configs ...]
 
 One run per config (and per backend given); each row: accuracy of each peer (min-max), of the
-average model, consensus distance, bytes sent per peer, wall time. Standard library only.
+average model, consensus distance, bytes sent per peer, wall time, and the mean comm_s per peer
+beside the alpha-beta model's prediction (summary.json's comm_prediction: run
+`build/bin/murmur-bench fit` first, else "-"). Standard library only.
 """
 import argparse
 import json
@@ -36,9 +38,12 @@ def run(config, peers, backend, out):
     avg = s.get("average_model", {}).get("test_accuracy")
     sent = max(p.get("bytes_sent", 0) for p in s["peers"])
     n = s["world_size"]
+    comm = sum(p.get("comm_s", 0) for p in s["peers"]) / len(s["peers"])
+    pred = (s.get("comm_prediction") or {}).get("predicted_comm_s")
     return (f"| {config} | {n} | {backend if n > 1 else '-'} | {min(accs):.2f}-{max(accs):.2f}% | "
             f"{'-' if avg is None else f'{100 * avg:.2f}%'} | "
-            f"{s.get('consensus_distance', 0):.2g} | {sent / 1e9:.2f} GB | {s['wall_time_s']:.0f} s |")
+            f"{s.get('consensus_distance', 0):.2g} | {sent / 1e9:.2f} GB | {s['wall_time_s']:.0f} s | "
+            f"{comm:.1f} s | {'-' if not pred else f'{pred:.1f} s ({comm / pred:.2f}x)'} |")
 
 
 def main():
@@ -48,8 +53,9 @@ def main():
     ap.add_argument("--backends", default="tcp")
     ap.add_argument("--out", default="runs/configs")
     args = ap.parse_args()
-    print("| config | peers | backend | peer accuracy | average model | consensus distance | bytes sent per peer | wall time |")
-    print("|---|---|---|---|---|---|---|---|")
+    print("| config | peers | backend | peer accuracy | average model | consensus distance | "
+          "bytes sent per peer | wall time | comm_s | predicted (measured / predicted) |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
     for config in args.configs:
         for backend in args.backends.split(","):
             peers = 9 if config == "torus" else args.peers

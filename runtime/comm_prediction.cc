@@ -87,6 +87,7 @@ nlohmann::json comm_prediction_json(const ExperimentConfig& config,
   if (count == 0 || parameters == 0 || !std::filesystem::exists(cost_model_file, ec)) return nullptr;
   try {
     const transport::CostModel model = transport::read_cost_model(cost_model_file);
+    if (!model.links.contains(backend)) return nullptr;  // not fitted (inproc: a simulation)
     const CommPrediction p = predict_comm(config, model, backend, parameters,
                                           std::llround(steps / count));
     nlohmann::json parts = nlohmann::json::array();

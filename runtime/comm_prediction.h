@@ -36,7 +36,8 @@ CommPrediction predict_comm(const ExperimentConfig& config, const transport::Cos
 
 // summary.json's "comm_prediction" for these peer results (read_peer_result's), with the mean
 // measured comm_s and bytes_sent beside the predicted ones and their ratio; null where the run
-// has one peer, no result carries its model's size, or the model file is missing. A file that
+// has one peer, no result carries its model's size, the model file is missing, or it has no
+// fit for the run's backend (inproc: murmur-sim). A file that
 // is there but is not a cost model gives {"error": "..."} (the summary is still written).
 nlohmann::json comm_prediction_json(const ExperimentConfig& config,
                                     const std::vector<nlohmann::json>& peers,

@@ -84,6 +84,10 @@ TEST_CASE("summary.json's comm_prediction", "[runtime][cost]") {
   one.world.size = 1;
   CHECK(comm_prediction_json(one, peers, file).is_null());
   CHECK(comm_prediction_json(ring4(), {{{"rank", 0}, {"steps", 10}}}, file).is_null());
+  // A backend the model has no fit for (a simulation over inproc): nothing either.
+  nlohmann::json inproc = peers;
+  for (auto& p : inproc) p["backend"] = "inproc";
+  CHECK(comm_prediction_json(ring4(), inproc, file).is_null());
   // A file that is not a cost model: an error in the field, not a failed summary.
   std::ofstream(file) << R"({"murmur_cost_model": 7})";
   CHECK_THAT(comm_prediction_json(ring4(), peers, file)["error"].get<std::string>(),
