@@ -422,7 +422,8 @@ CommPlan plan_adpsgd(const PlanContext& c) {
   const double bytes = static_cast<double>(c.parameters) * 4;
   return {{{"one model per exchange, active or passive", every_steps(c.config.algorithm.local_steps, c.steps), 1,
             bytes, bytes}},
-          "asynchronous: exchanges run on threads of their own, comm_s is the training thread's"};
+          "asynchronous: an upper bound (an active peer starts an exchange only once its last one "
+          "has landed), on threads of their own (comm_s is the training thread's)"};
 }
 }  // namespace
 

@@ -27,8 +27,10 @@ std::vector<CommPart> allreduce_parts(std::string what, double bytes, int ranks,
   if (ranks < 2 || bytes <= 0) return {};
   const double n = ranks;
   if (static_cast<std::size_t>(ranks) <= transport::kRingMaxRanks) {
+    // Each segment in pieces of at most chunk_bytes (transport/collectives.cc).
     const double segment = bytes / n;
-    return {{std::move(what), per_step, 2 * (n - 1), std::min(segment, chunk_bytes), segment}};
+    const double chunks = std::max(1.0, std::ceil(segment / chunk_bytes));
+    return {{std::move(what), per_step, 2 * (n - 1), segment / chunks, segment, chunks}};
   }
   // Halving and doubling over the largest power of two p <= N; the q = N - p others fold their
   // vector into a partner first and take the result back last (two phases of the whole vector).
@@ -36,12 +38,13 @@ std::vector<CommPart> allreduce_parts(std::string what, double bytes, int ranks,
   int p = 1;
   while (2 * p <= ranks) p *= 2;
   std::vector<CommPart> parts;
-  if (p < ranks) parts.push_back({what + " (fold in and out)", per_step, 2, std::min(bytes, chunk_bytes), bytes});
+  // Pieces of chunk_bytes, sent one after the other within a level (no pipeline across levels).
+  const auto piece = [&](double size) { return std::min(size, chunk_bytes); };
+  if (p < ranks) parts.push_back({what + " (fold in and out)", per_step, 2, piece(bytes), bytes});
   double size = bytes;
   for (int k = 1; k < p; k *= 2) {
     size /= 2;
-    parts.push_back({fmt::format("{} (level of {} B)", what, size), 2 * per_step, 1,
-                     std::min(size, chunk_bytes), size});
+    parts.push_back({fmt::format("{} (level of {} B)", what, size), 2 * per_step, 1, piece(size), size});
   }
   return parts;
 }

@@ -15,13 +15,16 @@
 namespace murmur::optimizers {
 
 // `phases` phases of `bytes_per_phase` sent per rank in messages of `message_bytes`, `per_step`
-// times a training step (1/H for an exchange every H steps).
+// times a training step (1/H for an exchange every H steps). A phase's bytes travel in `chunks`
+// pieces, pipelined across the phases (the ring allreduce: piece c of phase k+1 leaves once piece
+// c of phase k is in), so the phases take phases + chunks - 1 piece times, not phases x chunks.
 struct CommPart {
   std::string what;  // e.g. "ring allreduce of the parameters"
   double per_step = 1;
   double phases = 1;
   double message_bytes = 0;
   double bytes_per_phase = 0;
+  double chunks = 1;
 };
 
 struct CommPlan {

@@ -23,10 +23,19 @@ struct CommPrediction {
   double seconds = 0;          // comm_s of one peer over `steps` steps
   double bytes_sent = 0;       // bytes one peer sends over the run: the plan's, and the final average
   optimizers::CommPlan plan;
+  // The transport.chunk_bytes, of 64 KiB to 64 MiB in powers of two, that the model finds
+  // fastest for this run, and its seconds; 0 where the chunk size changes nothing (no
+  // allreduce, or segments under 64 KiB) or the run has no network of its own (network.*
+  // unset: on one host's loopback the ring's pieces do not pipeline).
+  std::int64_t suggested_chunk_bytes = 0;
+  double seconds_at_suggested = 0;
 };
 
-// The link of `model` for the run's backend and world, with network.latency added to each
-// phase's alpha and network.bandwidth bounding its beta (the slower of the two per byte).
+// Seconds of one step's share of `part` over `link`: per_step x (phases x latency + (phases +
+// chunks - 1) x (alpha + beta x bytes_per_phase / chunks)), the band by the piece's size.
+double part_seconds(const transport::LinkCost& link, const optimizers::CommPart& part);
+// The link of `model` for the run's backend and world, with network.latency as its latency_s
+// and network.bandwidth bounding its beta (the slower of the two per byte).
 transport::LinkCost run_link(const ExperimentConfig& config, const transport::CostModel& model,
                              int* fitted_ranks = nullptr);
 // The prediction for a run of `steps` steps of a model of `parameters` floats over `backend`.

@@ -38,6 +38,9 @@ struct CostBand {
 // The fit of one backend at one rank count: its bands, in order of size.
 struct LinkCost {
   std::vector<CostBand> bands;
+  // Propagation delay a phase adds on top (an emulated network's latency): paid once per phase,
+  // where alpha is paid once per message (the fit's alpha is what the endpoints spend).
+  double latency_s = 0;
   // Seconds of one phase: the band that holds `message_bytes` (the nearest one outside them).
   double phase_seconds(double message_bytes, double bytes_per_phase) const;
 };

@@ -53,6 +53,7 @@ TEST_CASE("the allreduce plans count the ring's and halving-doubling's phases",
   c.transport.chunk_bytes = 1000;
   CHECK(plan(c).parts[0].message_bytes == 1000);
   CHECK(plan(c).parts[0].bytes_per_phase == kBytes / 2);
+  CHECK(plan(c).parts[0].chunks == 2);
   // 20 ranks (above kRingMaxRanks = 16): 4 ranks fold in and out (2 phases of the vector), then
   // the 16 halve and double: sizes 1/2, 1/4, 1/8, 1/16 of it, twice each.
   p = plan(config("allreduce", 20));
