@@ -68,7 +68,7 @@ CommPrediction predict_comm(const ExperimentConfig& config, const transport::Cos
   // 4-peer allreduce here 1.2-1.6x slower where the model expected 0.6x).
   bool matters = false;
   const bool own_link = !c.network.bandwidth.empty() || !c.network.latency.empty();
-  for (std::int64_t chunk = std::int64_t{64} << 20; chunk >= 64 << 10; chunk /= 2) {
+  for (std::int64_t chunk = std::int64_t{64} << 20; own_link && chunk >= 64 << 10; chunk /= 2) {
     ExperimentConfig with = c;
     with.transport.chunk_bytes = chunk;
     const optimizers::CommPlan plan = optimizers::comm_plan({with, parameters, steps});
@@ -82,18 +82,17 @@ CommPrediction predict_comm(const ExperimentConfig& config, const transport::Cos
       p.seconds_at_suggested = s;
     }
   }
-  if (!matters || !own_link) {  // no candidate changed a piece, or nothing to pipeline over
+  if (!matters) {  // no candidate changed a piece (or none was tried: nothing to pipeline over)
     p.suggested_chunk_bytes = 0;
     p.seconds_at_suggested = 0;
   }
   p.bytes_sent = n * p.plan.bytes_per_step();
   // The run's end averages the models exactly once (Distributed::average): bytes the peers
   // send, outside comm_s.
-  for (const optimizers::CommPart& part :
-       optimizers::allreduce_parts("the final average", 4.0 * static_cast<double>(parameters),
-                                   c.world.size, static_cast<double>(c.transport.chunk_bytes), 1)) {
-    p.bytes_sent += part.per_step * part.phases * part.bytes_per_phase;
-  }
+  const optimizers::CommPlan final_average{optimizers::allreduce_parts(
+      "the final average", 4.0 * static_cast<double>(parameters), c.world.size,
+      static_cast<double>(c.transport.chunk_bytes), 1), ""};
+  p.bytes_sent += final_average.bytes_per_step();
   return p;
 }
 

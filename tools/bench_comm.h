@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
 namespace murmur::tools {
@@ -24,6 +25,13 @@ struct CommOptions {
   bool cold = false;
   bool json = false;
 };
+
+// The non-empty items of a comma-separated list (--backends).
+std::vector<std::string> split_list(const std::string& text);
+
+// The options both subcommands take into `o`: --backends (described by `backends_help`),
+// --processes, --sizes and --chunk-bytes.
+void add_transfer_options(CLI::App& sub, CommOptions& o, const std::string& backends_help);
 
 // Rank 0's rows of every pattern and size of `o` with `n` ranks of `backend` (forked processes
 // on 127.0.0.1, threads for inproc): {"backend", "pattern", "processes", "bytes", "seconds",

@@ -45,16 +45,6 @@ using transport::Request;
 using transport::Transport;
 using Clock = std::chrono::steady_clock;
 
-std::vector<std::string> split(const std::string& text) {
-  std::vector<std::string> out;
-  std::stringstream in(text);
-  std::string item;
-  while (std::getline(in, item, ',')) {
-    if (!item.empty()) out.push_back(item);
-  }
-  return out;
-}
-
 // Enough rounds for ~256 MiB moved per row, at least 3 and at most 50.
 int rounds_for(std::int64_t bytes) {
   return static_cast<int>(std::clamp<std::int64_t>((256 << 20) / std::max<std::int64_t>(bytes, 1), 3, 50));
@@ -117,20 +107,20 @@ std::vector<nlohmann::json> bench_rank(Transport& t, const std::string& backend,
     const std::size_t bytes = static_cast<std::size_t>(size);
     const int rounds = rounds_for(size);
     if (wanted("p2p")) {
-    // Point to point: rank 0 streams `rounds` messages to rank 1, which acks the last one.
-    double p2p = time_rounds(1, [&] {
-      std::vector<Request> q;
-      for (int i = 0; i < rounds; ++i) {
-        if (r == 0) q.push_back(t.send(1, 10, *region, {0, bytes}));
-        if (r == 1) q.push_back(t.recv(0, 10, *region, {0, bytes}));
-      }
-      for (auto& x : q) wait(t, x);
-      if (r < 2) {
-        Request ack = r == 0 ? t.recv(1, 11, *one_region, {0, 0}) : t.send(0, 11, *one_region, {0, 0});
-        wait(t, ack);
-      }
-    });
-    add("p2p", size, p2p / rounds, static_cast<double>(bytes));
+      // Point to point: rank 0 streams `rounds` messages to rank 1, which acks the last one.
+      double p2p = time_rounds(1, [&] {
+        std::vector<Request> q;
+        for (int i = 0; i < rounds; ++i) {
+          if (r == 0) q.push_back(t.send(1, 10, *region, {0, bytes}));
+          if (r == 1) q.push_back(t.recv(0, 10, *region, {0, bytes}));
+        }
+        for (auto& x : q) wait(t, x);
+        if (r < 2) {
+          Request ack = r == 0 ? t.recv(1, 11, *one_region, {0, 0}) : t.send(0, 11, *one_region, {0, 0});
+          wait(t, ack);
+        }
+      });
+      add("p2p", size, p2p / rounds, static_cast<double>(bytes));
     }
     // Ring-neighbor exchange.
     std::vector<int> peers{left, right};
@@ -277,6 +267,23 @@ std::vector<nlohmann::json> run_threads(int n, const CommOptions& o) {
 
 }  // namespace
 
+std::vector<std::string> split_list(const std::string& text) {
+  std::vector<std::string> out;
+  std::stringstream in(text);
+  std::string item;
+  while (std::getline(in, item, ',')) {
+    if (!item.empty()) out.push_back(item);
+  }
+  return out;
+}
+
+void add_transfer_options(CLI::App& sub, CommOptions& o, const std::string& backends_help) {
+  sub.add_option("--backends", o.backends, backends_help);
+  sub.add_option("--processes", o.processes, "rank counts")->delimiter(',');
+  sub.add_option("--sizes", o.sizes, "message sizes in bytes")->delimiter(',');
+  sub.add_option("--chunk-bytes", o.chunk_bytes, "pipelining unit (transport.chunk_bytes)");
+}
+
 std::vector<nlohmann::json> comm_rows(const std::string& backend, int n, const CommOptions& o) {
   return backend == "inproc" ? run_threads(n, o) : run_processes(backend, n, o);
 }
@@ -284,7 +291,7 @@ std::vector<nlohmann::json> comm_rows(const std::string& backend, int n, const C
 namespace {
 
 int run_comm(const CommOptions& o) {
-  std::vector<std::string> backends = o.backends.empty() ? transport::process_backends() : split(o.backends);
+  std::vector<std::string> backends = o.backends.empty() ? transport::process_backends() : split_list(o.backends);
   if (o.backends.empty()) backends.push_back("inproc");
   if (!o.json) {
     std::printf("%-8s %-14s %5s %10s %12s %10s %12s\n", "backend", "pattern", "procs", "bytes",
@@ -324,10 +331,7 @@ const RegisterBench kRegister{{
     "allreduce figures of each transport",
     [](CLI::App& sub) -> std::function<int()> {
       auto o = std::make_shared<CommOptions>();
-      sub.add_option("--backends", o->backends, "comma-separated (tcp,ucx,ofi,inproc); default: all built");
-      sub.add_option("--processes", o->processes, "rank counts to run")->delimiter(',');
-      sub.add_option("--sizes", o->sizes, "message sizes in bytes")->delimiter(',');
-      sub.add_option("--chunk-bytes", o->chunk_bytes, "pipelining unit (transport.chunk_bytes)");
+      add_transfer_options(sub, *o, "comma-separated (tcp,ucx,ofi,inproc); default: all built");
       sub.add_option("--densities", o->densities,
                      "the sparse allreduce's fractions of nonzeros per rank")->delimiter(',');
       sub.add_flag("--cold", o->cold,

@@ -9,7 +9,6 @@
 
 #include <cstdio>
 #include <memory>
-#include <sstream>
 #include <thread>
 
 #include <CLI/CLI.hpp>
@@ -52,15 +51,8 @@ std::string machine() {
 
 int run_fit(FitOptions& o) {
   o.comm.patterns = {"ring_exchange", "allreduce"};
-  std::vector<std::string> backends;
-  if (o.comm.backends.empty()) {
-    backends = transport::process_backends();
-  } else {
-    std::stringstream in(o.comm.backends);
-    for (std::string b; std::getline(in, b, ',');) {
-      if (!b.empty()) backends.push_back(b);
-    }
-  }
+  const std::vector<std::string> backends =
+      o.comm.backends.empty() ? transport::process_backends() : split_list(o.comm.backends);
   const std::filesystem::path out = o.out.empty() ? transport::default_cost_model_path() : std::filesystem::path(o.out);
   transport::CostModel model;
   // Keep the fits of other backends and rank counts already in the file.
@@ -106,10 +98,7 @@ const RegisterBench kRegister{{
       o->comm.sizes = {16 << 10, 64 << 10, 256 << 10, 1 << 20, 4 << 20, 16 << 20};
       o->comm.processes = {2, 4};
       o->comm.cold = true;
-      sub.add_option("--backends", o->comm.backends, "comma-separated (tcp,ucx,ofi); default: all built");
-      sub.add_option("--processes", o->comm.processes, "rank counts to fit")->delimiter(',');
-      sub.add_option("--sizes", o->comm.sizes, "message sizes in bytes")->delimiter(',');
-      sub.add_option("--chunk-bytes", o->comm.chunk_bytes, "pipelining unit (transport.chunk_bytes)");
+      add_transfer_options(sub, o->comm, "comma-separated (tcp,ucx,ofi); default: all built");
       sub.add_flag("--cold,!--warm", o->comm.cold,
                    "rounds start with cold caches, as after a training step (default) or warm");
       sub.add_option("--out", o->out,
