@@ -74,8 +74,13 @@ def hierarchy():
 
 
 def _remove(root, base):
-    """Moves what still runs in `base`'s cgroups to the root one, then removes them (never raises)."""
-    for sub in [os.path.join(base, d) for d in sorted(os.listdir(base)) if os.path.isdir(os.path.join(base, d))] + [base]:
+    """Moves what still runs in `base`'s cgroups to the root one, then removes them (never raises).
+    Another cleanup (a test's, a reaper's) may remove them first: what is gone counts as removed."""
+    try:
+        subs = [os.path.join(base, d) for d in sorted(os.listdir(base)) if os.path.isdir(os.path.join(base, d))]
+    except OSError:  # gone already, or going
+        subs = []
+    for sub in subs + [base]:
         for _ in range(50):
             try:
                 pids = _read(os.path.join(sub, "cgroup.procs")).split()
