@@ -384,6 +384,7 @@ struct AlgorithmConfig {
   std::int64_t switch_step = 0; // local_sgd: post-local SGD, allreduce every step before this
   bool overlap = false;         // average on the communication thread during the next step
   int tau = 0;                  // sgp overlap: messages may be up to tau steps late
+  bool one_sided = false;       // sgp: messages written into the receivers' windows (put)
   // dpsgd: a peer runs up to this many rounds ahead of its slowest in-neighbor (0: lockstep)
   int max_staleness = 0;
   double outer_lr = 0.7;        // diloco outer Nesterov
@@ -408,6 +409,7 @@ void describe(V& v, AlgorithmConfig& c) {
   v("switch_step", c.switch_step, Range{0, 1e15});
   v("overlap", c.overlap);
   v("tau", c.tau, Range{0, 1000});
+  v("one_sided", c.one_sided);
   v("max_staleness", c.max_staleness, Range{0, 64});
   v("outer_lr", c.outer_lr, Range{0, 1e3});
   v("outer_momentum", c.outer_momentum, Range{0, 0.999999});

@@ -78,6 +78,9 @@ RejoinPolicy rejoin_policy(const AlgorithmConfig& algorithm) {
   // Bounded staleness keeps receives posted rounds ahead for its neighbors, a window a
   // restarted peer cannot be fitted into: a lost neighbor stays lost.
   if (algorithm.max_staleness > 0) return RejoinPolicy::kNone;
+  // One-sided windows are keyed once, at start (put_windows.h): a restarted peer's new window
+  // is unknown to its neighbors.
+  if (algorithm.one_sided) return RejoinPolicy::kNone;
   return find_algorithm(algorithm.name).rejoins;
 }
 

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include "core/crc32c.h"
 #include "core/error.h"
 #include "core/stopwatch.h"
 #include "optimizers/device_arrays.h"
@@ -9,7 +10,7 @@
 namespace murmur::optimizers {
 
 namespace {
-constexpr std::string_view kKeys[] = {"local_steps", "overlap", "tau"};
+constexpr std::string_view kKeys[] = {"local_steps", "overlap", "tau", "one_sided"};
 }  // namespace
 
 namespace {
@@ -54,6 +55,14 @@ Sgp::Sgp(const AveragingContext& ctx)
   send_ = device_.zeros(stride_ * (tau_ + 1));
   send_region_ = register_array(transport_, device_, send_.span());
   rounds_.resize(tau_ + 1);
+  if (ctx.algorithm.one_sided) {
+    std::vector<int> sources, targets;
+    schedule_neighbors(ctx.topology, transport_.world_size(), transport_.rank(), ctx.seed, sources,
+                       targets);
+    windows_ = std::make_unique<PutWindows>(hood_, device_, params_.size() + 1, tau_ + 1,
+                                            std::move(sources), std::move(targets), purpose_);
+    return;
+  }
   for (auto& r : rounds_) {
     r.slots = std::make_unique<RecvSlots>(transport_, device_, params_.size() + 1);
     r.slots->reserve(std::max<std::size_t>(1, schedule_.at(0).recv_from.size()));
@@ -97,20 +106,28 @@ void Sgp::after_step(std::int64_t step) {
   // W_ji = recv_weights on its side, so one buffer serves every out-neighbor.
   const std::size_t base = (t % (tau_ + 1)) * stride_;
   const std::span<float> out = send_.span().subspan(base, n + 1);
+  if (windows_) windows_->wait_sent(t - tau_ - 1);  // the buffer's last round has landed
   device_.copy(out.first(n), x_.span());
   const float w = static_cast<float>(w_);
   device_.upload(out.subspan(n, 1), std::span<const float>(&w, 1));
   const transport::Tag tag = layout_.make(purpose_, t);
   r.round = t;
   r.recv_weights = m.recv_weights;
-  r.slots->reserve(std::max<std::size_t>(1, m.recv_from.size()));
   r.recvs.clear();
   r.sends.clear();
-  for (std::size_t k = 0; k < m.recv_from.size(); ++k) {
-    r.recvs.push_back(transport_.recv(m.recv_from[k], tag, r.slots->region(), r.slots->range(k)));
-  }
   const transport::ByteRange range{base * sizeof(float), (n + 1) * sizeof(float)};
-  for (int peer : m.send_to) r.sends.push_back(transport_.send(peer, tag, *send_region_, range));
+  if (windows_) {
+    r.sources = m.recv_from;
+    for (int peer : m.recv_from) windows_->expect(peer, t);
+    const std::uint32_t crc = crc32c(std::as_bytes(std::span<const float>(out)));
+    for (int peer : m.send_to) windows_->put(peer, t, *send_region_, range, crc);
+  } else {
+    r.slots->reserve(std::max<std::size_t>(1, m.recv_from.size()));
+    for (std::size_t k = 0; k < m.recv_from.size(); ++k) {
+      r.recvs.push_back(transport_.recv(m.recv_from[k], tag, r.slots->region(), r.slots->range(k)));
+    }
+    for (int peer : m.send_to) r.sends.push_back(transport_.send(peer, tag, *send_region_, range));
+  }
   posted_ = t;
   // Line 7: keep the own share, x_i <- W_ii x_i, w_i <- W_ii w_i.
   device_.scale(x_.span(), static_cast<float>(m.self_weight));
@@ -128,6 +145,7 @@ void Sgp::after_step(std::int64_t step) {
       if (!req.state()->done) hood_.poll(req);
     }
   }
+  if (windows_) windows_->progress(false);
   publish();
   stats_.wait_s += blocked_s;
   stats_.comm_s += watch.seconds();
@@ -137,6 +155,18 @@ void Sgp::consume(Round& r) {
   const std::size_t n = params_.size();
   if (r.round != consumed_ + 1) {  // nothing was posted for this round (before a resume)
     ++consumed_;
+    return;
+  }
+  if (windows_) {
+    for (std::size_t k = 0; k < r.sources.size(); ++k) {
+      const std::span<const float> in = windows_->landed(r.sources[k], r.round);
+      if (in.empty()) continue;  // lost, as below
+      device_.axpy(x_.span(), static_cast<float>(r.recv_weights[k]), in.first(n));
+      w_ += r.recv_weights[k] * in[n];
+      windows_->release(r.sources[k], r.round);
+    }
+    r.sources.clear();
+    consumed_ = r.round;
     return;
   }
   for (std::size_t k = 0; k < r.recvs.size(); ++k) {
@@ -166,6 +196,7 @@ void Sgp::flush() {
     for (auto& q : r.sends) hood_.wait(q, "a push-sum send");
     r.sends.clear();
   }
+  if (windows_) windows_->finish();
   publish();
   const double s = watch.seconds();
   stats_.comm_s += s;

@@ -17,7 +17,9 @@
 // 50 rounds; the runs blew up). Every survivor learns of a death within a peer timeout of the
 // first. The consensus then tends to another convex combination of the live models, as
 // push-sum does from any positive weights. x and the messages live on the peer's device; w is a
-// host scalar that rides as the last float of each message. Not thread-safe.
+// host scalar that rides as the last float of each message. One-sided (algorithm.one_sided): the
+// messages are written into the receivers' windows (put_windows.h) instead of sent, the same
+// arithmetic on the same floats; a restarted peer is not taken back there. Not thread-safe.
 #pragma once
 
 #include <chrono>
@@ -26,6 +28,7 @@
 
 #include "optimizers/algorithm.h"
 #include "optimizers/mixing_schedule.h"
+#include "optimizers/put_windows.h"
 #include "optimizers/recv_slots.h"
 #include "transport/tag.h"
 
@@ -59,6 +62,7 @@ class Sgp final : public Averaging {
     std::int64_t round = -1;
     std::vector<transport::Request> sends, recvs;
     std::vector<double> recv_weights;
+    std::vector<int> sources;  // one-sided: whose messages this round takes
     std::unique_ptr<RecvSlots> slots;
   };
   void consume(Round& r);  // waits for r's messages and adds them to (x, w)
@@ -79,6 +83,7 @@ class Sgp final : public Averaging {
   device::Array send_;
   std::unique_ptr<transport::Region> send_region_;
   std::vector<Round> rounds_;   // round t uses rounds_[t % (tau + 1)]
+  std::unique_ptr<PutWindows> windows_;  // the one-sided path, else null
   std::int64_t consumed_ = -1;  // every round <= consumed_ has been added
   std::int64_t posted_ = -1;
   std::vector<int> live_;       // the ranks taking part in the last round (empty before the first)

@@ -86,6 +86,13 @@ TEST_CASE("check_config asks the rooms: model and data, algorithm and graph", "[
   c.algorithm.name = "sgp";
   c.algorithm.consensus_lr = 1.0;
   CHECK(check_config(c).empty());
+  c.algorithm.one_sided = true;  // sgp's key: its messages written into the receivers' windows
+  CHECK(check_config(c).empty());
+  c.algorithm.name = "choco";
+  c.topology.graph = "ring";
+  const auto one_sided = check_config(c);
+  REQUIRE(one_sided.size() == 1);
+  CHECK_THAT(one_sided[0], Catch::StartsWith("algorithm.one_sided is set, but choco does not read it"));
 }
 
 TEST_CASE("every shipped config passes check_config", "[config]") {
