@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <numeric>
 
+#include "core/crc32c.h"
 #include "core/rng.h"
 #include "core/stopwatch.h"
 #include "optimizers/device_arrays.h"
@@ -12,7 +13,7 @@
 namespace murmur::optimizers {
 
 namespace {
-constexpr std::string_view kKeys[] = {"local_steps", "overlap"};
+constexpr std::string_view kKeys[] = {"local_steps", "overlap", "one_sided"};
 }  // namespace
 
 namespace {
@@ -74,6 +75,17 @@ Pairwise::Pairwise(const AveragingContext& ctx)
       comm_(std::make_unique<CommThread>()) {
   snapshot_region_ = register_array(hood_.transport(), device_, snapshot_.span());
   slots_.reserve(1);
+  if (ctx.algorithm.one_sided) {
+    // A partner may be any neighbor of the graph, either way: one window slot for each.
+    const transport::Transport& t = hood_.transport();
+    std::vector<int> sources, targets;
+    schedule_neighbors(topology_, t.world_size(), t.rank(), seed_, sources, targets);
+    sources.insert(sources.end(), targets.begin(), targets.end());
+    std::sort(sources.begin(), sources.end());
+    sources.erase(std::unique(sources.begin(), sources.end()), sources.end());
+    windows_ = std::make_unique<PutWindows>(hood_, device_, params_.size(), 1, sources, sources,
+                                            purpose_);
+  }
 }
 
 Pairwise::~Pairwise() { comm_.reset(); }
@@ -91,10 +103,20 @@ void Pairwise::after_step(std::int64_t step) {
     device_.copy(snapshot_.span(), params_);
     pending_ = true;
     const transport::Tag tag = layout_.make(purpose_, round);
+    round_ = round;
     comm_->start([this, tag] {
       const int peer[1] = {partner_};
       const transport::ByteRange all{0, params_.size_bytes()};
-      got_ = exchange(hood_, tag, *snapshot_region_, all, peer, slots_, peer)[0] != kLost;
+      if (!windows_) {
+        got_ = exchange(hood_, tag, *snapshot_region_, all, peer, slots_, peer)[0] != kLost;
+        return;
+      }
+      windows_->expect(partner_, round_);
+      const std::uint32_t crc = crc32c(std::as_bytes(std::span<const float>(snapshot_.span())));
+      got_ = windows_->put(partner_, round_, *snapshot_region_, all, crc);
+      if (got_) landed_ = windows_->landed(partner_, round_);
+      got_ = got_ && !landed_.empty();
+      windows_->wait_sent(round_);  // the snapshot is rewritten next round
     });
   }
   stats_.comm_s += watch.seconds();
@@ -107,12 +129,18 @@ void Pairwise::apply_pending() {
   if (!got_) return;  // the partner was lost: this round is skipped
   // Lian et al. 2018, Algorithm 1, line 6: x_i, x_j <- (x_i + x_j) / 2 on the values read at
   // the exchange; the local step taken since is kept: x_i += (x_j' - x_i') / 2.
+  if (windows_) {
+    device_.add_scaled_diff(params_, 0.5f, landed_, snapshot_.span());
+    windows_->release(partner_, round_);  // the exchange's thread is idle: ours to drive
+    return;
+  }
   device_.add_scaled_diff(params_, 0.5f, slots_.slot(0), snapshot_.span());
 }
 
 void Pairwise::flush() {
   Stopwatch watch;
   apply_pending();
+  if (windows_) windows_->finish();
   stats_.comm_s += watch.seconds();
 }
 

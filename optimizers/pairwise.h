@@ -6,7 +6,9 @@
 // drawn from (seed, t), so every peer derives the same pairs without a coordinator. The
 // average of a round is computed on the snapshots sent and added one step later as a
 // difference, which keeps the sum over peers exact. A partner that does not take part (the
-// Neighborhood dropped it) is skipped: this peer sits the round out. Not thread-safe.
+// Neighborhood dropped it) is skipped: this peer sits the round out. One-sided
+// (algorithm.one_sided): each snapshot is written into the partner's window (put_windows.h), the
+// same floats; a restarted peer is not taken back there. Not thread-safe.
 #pragma once
 
 #include <cstdint>
@@ -15,6 +17,7 @@
 
 #include "optimizers/algorithm.h"
 #include "optimizers/comm_thread.h"
+#include "optimizers/put_windows.h"
 #include "optimizers/recv_slots.h"
 #include "topology/graph.h"
 #include "transport/tag.h"
@@ -50,6 +53,9 @@ class Pairwise final : public Averaging {
   device::Array snapshot_;
   std::unique_ptr<transport::Region> snapshot_region_;
   RecvSlots slots_;
+  std::unique_ptr<PutWindows> windows_;  // the one-sided path, else null
+  std::span<const float> landed_;        // one-sided: the partner's snapshot, in our window
+  std::int64_t round_ = -1;              // of the exchange in flight
   int partner_ = -1;  // of the exchange in flight
   bool got_ = false;  // whether the partner's snapshot arrived
   bool pending_ = false;

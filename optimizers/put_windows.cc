@@ -287,10 +287,8 @@ void PutWindows::expect(int source, std::int64_t round) {
   const std::size_t j = static_cast<std::size_t>(&in - ins_.data());
   const std::size_t s = static_cast<std::size_t>(round) % slots_;
   InSlot& slot = in.slots[s];
-  if (!slot.released) {
-    throw Error(fmt::format("one-sided window: rank {}'s slot of round {} is still in use at "
-                            "round {}", source, slot.round, round));
-  }
+  // A slot not released: its round was lost with its sender (landed() found it gone).
+  if (!slot.released && slot.notice.valid() && !slot.notice.state()->done) transport_.cancel(slot.notice);
   slot.round = round;
   slot.released = false;
   slot.notice = transport_.recv(source, layout_.make(purpose_, round, 0, kNoticeChunk),

@@ -50,7 +50,8 @@ class PutWindows {
   // Waits until every put of `round` has landed (so its source bytes may be reused).
   void wait_sent(std::int64_t round);
 
-  // Posts the receive of `source`'s notice for `round`.
+  // Posts the receive of `source`'s notice for `round` (giving up the one of the round that
+  // used the slot before, if that was never released: its sender was lost).
   void expect(int source, std::int64_t round);
   // Waits for `source`'s message of `round` (after expect) and returns it, checked against its
   // notice; empty if `source` was lost. Throws ProtocolError naming `source` and the field at

@@ -1,6 +1,6 @@
-// One-sided push-sum (algorithm.one_sided, optimizers/put_windows.h): the same floats as the
-// two-sided path, bitwise, round by round, over every backend with put() (ucx, ofi), on static
-// and time-varying graphs, with messages late by tau; a message that is not what its notice says
+// One-sided push-sum and pairwise gossip (algorithm.one_sided, optimizers/put_windows.h): the
+// same floats as the two-sided path, bitwise, round by round, over every backend with put()
+// (ucx, ofi), on static and time-varying graphs, with messages late by tau; a message that is not what its notice says
 // is refused before it is used; a backend without put() is one clear error.
 #include <catch2/catch.hpp>
 
@@ -64,6 +64,37 @@ TEST_CASE("one-sided push-sum equals the two-sided one bitwise", "[consensus][mu
     CHECK(one.error == two.error);
     CHECK(one.flushed == two.flushed);
     CHECK(one.spread == two.spread);
+  }
+}
+
+TEST_CASE("one-sided pairwise gossip equals the two-sided one bitwise", "[consensus][multiproc]") {
+  const auto backends = put_backends();
+  if (backends.empty()) {
+    WARN("neither ucx nor ofi is built: nothing to test");
+    return;
+  }
+  const auto backend = GENERATE_COPY(from_range(backends));
+  // A ring (partners alternate between two neighbors, the slot of each reused) and a directed
+  // graph whose in- and out-neighbors differ (a partner may be either).
+  for (const auto& [g, ranks] : {std::pair{"ring", 4}, std::pair{"exponential", 5}}) {
+    CAPTURE(backend, g, ranks);
+    ConsensusRun run;
+    run.backend = backend;
+    run.ranks = ranks;
+    run.topology = graph(g);
+    run.algorithm = algorithm("pairwise");
+    run.rounds = 12;
+    run.dim = 3001;
+    const ConsensusResult two = run_consensus(run);
+    INFO(two.failures);
+    REQUIRE(two.failures.empty());
+    run.algorithm.one_sided = true;
+    const ConsensusResult one = run_consensus(run);
+    INFO(one.failures);
+    REQUIRE(one.failures.empty());
+    CHECK(one.error[run.rounds] < 0.5 * one.error[0]);
+    CHECK(one.error == two.error);
+    CHECK(one.flushed == two.flushed);
   }
 }
 
