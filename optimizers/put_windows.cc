@@ -1,6 +1,7 @@
 #include "optimizers/put_windows.h"
 
 #include <algorithm>
+#include <limits>
 
 #include <fmt/format.h>
 
@@ -214,7 +215,7 @@ bool PutWindows::put(int peer, std::int64_t round, const transport::Region& from
   if (slot.round >= 0) {
     // The slot's last round must have been read: its ack (our notices go out first, so that the
     // peer can read it at all).
-    if (!slot.noticed || (slot.ack.valid() && !hood_.poll(slot.ack))) progress(true);
+    if (!slot.noticed || (slot.ack.valid() && !hood_.poll(slot.ack))) progress(slot.round);
     if (o.lost) return false;
     if (slot.ack.valid()) {
       if (!hood_.wait(slot.ack, "a one-sided ack")) {
@@ -255,13 +256,13 @@ void PutWindows::send_notice(Out& o, std::size_t i, std::size_t s) {
   slot.noticed = true;
 }
 
-void PutWindows::progress(bool wait) {
+void PutWindows::progress(std::int64_t through) {
   for (std::size_t i = 0; i < outs_.size(); ++i) {
     Out& o = outs_[i];
     for (std::size_t s = 0; s < slots_; ++s) {
       OutSlot& slot = o.slots[s];
       if (slot.noticed || o.lost) continue;
-      if (!wait && !hood_.poll(slot.put)) continue;
+      if (slot.round > through && !hood_.poll(slot.put)) continue;
       if (!hood_.wait(slot.put, "a one-sided put")) {
         o.lost = true;
         continue;
@@ -276,7 +277,7 @@ void PutWindows::wait_sent(std::int64_t round) {
   for (Out& o : outs_) {
     OutSlot& slot = o.slots[static_cast<std::size_t>(round) % slots_];
     if (slot.round == round && !slot.noticed && !o.lost) {
-      progress(true);
+      progress(round);
       return;
     }
   }
@@ -305,7 +306,7 @@ std::span<const float> PutWindows::landed(int source, std::int64_t round) {
                             source));
   }
   // Before blocking, our own notices go out: the peer we wait for may be waiting for them.
-  if (!hood_.poll(slot.notice)) progress(true);
+  if (!hood_.poll(slot.notice)) progress(round);
   if (!hood_.wait(slot.notice, "a one-sided notice")) return {};
   const std::byte* n = small_.data() + in_notice(j, s).offset;
   const std::span<const float> message =
@@ -348,7 +349,7 @@ void PutWindows::release(int source, std::int64_t round) {
 }
 
 void PutWindows::finish() {
-  progress(true);
+  progress(std::numeric_limits<std::int64_t>::max());
   for (std::size_t i = 0; i < outs_.size(); ++i) {
     Out& o = outs_[i];
     for (OutSlot& slot : o.slots) {

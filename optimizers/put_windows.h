@@ -45,8 +45,10 @@ class PutWindows {
   // `peer` is lost. The bytes must stay untouched until wait_sent(round).
   bool put(int peer, std::int64_t round, const transport::Region& from, transport::ByteRange range,
            std::uint32_t crc);
-  // Sends the notice of every put that has landed; with `wait`, waits for every put in flight.
-  void progress(bool wait);
+  // Sends the notice of every put that has landed; waits first for the puts of rounds up to
+  // `through` (none by default). Before blocking on round r, a peer sends every notice up to r:
+  // then no two peers wait on each other, since each waits on a round the other has passed.
+  void progress(std::int64_t through = -1);
   // Waits until every put of `round` has landed (so its source bytes may be reused).
   void wait_sent(std::int64_t round);
 

@@ -145,7 +145,7 @@ void Sgp::after_step(std::int64_t step) {
       if (!req.state()->done) hood_.poll(req);
     }
   }
-  if (windows_) windows_->progress(false);
+  if (windows_) windows_->progress();
   publish();
   stats_.wait_s += blocked_s;
   stats_.comm_s += watch.seconds();
