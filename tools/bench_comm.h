@@ -17,12 +17,14 @@ struct CommOptions {
   std::vector<std::int64_t> sizes{64 << 10, 1 << 20, 16 << 20, 64 << 20};
   std::int64_t chunk_bytes = 1 << 20;
   std::vector<double> densities{0.001, 0.01, 0.1};  // the sparse allreduce's rows
-  // Patterns to run, of p2p, ring_exchange, allreduce, allreduce_hd (which brings the 16-bit and
+  // Patterns to run, of p2p, put (one-sided p2p, where the backend has put()), ring_exchange, allreduce, allreduce_hd (which brings the 16-bit and
   // sparse rows with it); empty: all.
   std::vector<std::string> patterns;
   // Each timed round starts after the rank has written over 64 MiB (more than the last-level
   // cache), as a training step's forward and backward leave the caches for the exchange.
   bool cold = false;
+  // The put rows: rank 1 busy for this long (no progress) before it waits for the writes.
+  int put_busy_ms = 0;
   bool json = false;
 };
 

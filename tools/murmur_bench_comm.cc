@@ -1,6 +1,7 @@
 // murmur-bench comm: communication figures of each transport backend built, with 2 and 4 ranks
 // (forked processes on 127.0.0.1, or threads for inproc) at 64 KiB .. 64 MiB: point-to-point
-// bandwidth (rank 0 streams to rank 1), ring-neighbor exchange time per round (every rank sends
+// bandwidth (rank 0 streams to rank 1; "put": the same written one-sided, where the backend has
+// put()), ring-neighbor exchange time per round (every rank sends
 // its buffer to left and right and receives theirs), and the algorithm bandwidth (bytes / time,
 // as nccl-tests define it) of the ring allreduce ("allreduce") and the halving-doubling one
 // ("allreduce_hd"); and the sparse allreduce (SparCML, "sparse") of a vector of the same size
@@ -103,9 +104,46 @@ std::vector<nlohmann::json> bench_rank(Transport& t, const std::string& backend,
     return o.patterns.empty() ||
            std::find(o.patterns.begin(), o.patterns.end(), pattern) != o.patterns.end();
   };
+  // One-sided: rank 1's key for its buffer, to rank 0 (backends with put() only).
+  const bool put_row = wanted("put") && t.supports_put();
+  std::vector<std::byte> key(4096);
+  if (put_row) {
+    auto key_region = t.register_region(key);
+    if (r == 1) {
+      key = region->remote_key();
+      auto own = t.register_region(key);
+      Request q = t.send(0, 14, *own, {0, key.size()});
+      wait(t, q);
+    } else if (r == 0) {
+      Request q = t.recv(1, 14, *key_region, {0, key.size()});
+      wait(t, q);
+      key.resize(q.state()->bytes);
+    }
+  }
   for (std::int64_t size : o.sizes) {
     const std::size_t bytes = static_cast<std::size_t>(size);
     const int rounds = rounds_for(size);
+    if (put_row) {
+      // As p2p, one-sided: rank 0 writes `rounds` messages into rank 1's buffer (each complete
+      // once it is in rank 1's memory), then tells it so; rank 1 only drives progress.
+      double put = time_rounds(1, [&] {
+        std::vector<Request> q;
+        if (r == 0) {
+          for (int i = 0; i < rounds; ++i) q.push_back(t.put(1, *region, {0, bytes}, key, 0));
+        }
+        if (r == 1 && o.put_busy_ms > 0) {  // computing, as a peer in its training step: no progress
+          const auto end = Clock::now() + std::chrono::milliseconds(o.put_busy_ms);
+          while (Clock::now() < end) {
+          }
+        }
+        for (auto& x : q) wait(t, x);
+        if (r < 2) {
+          Request done = r == 0 ? t.send(1, 15, *one_region, {0, 0}) : t.recv(0, 15, *one_region, {0, 0});
+          wait(t, done);
+        }
+      });
+      add("put", size, put / rounds, static_cast<double>(bytes));
+    }
     if (wanted("p2p")) {
       // Point to point: rank 0 streams `rounds` messages to rank 1, which acks the last one.
       double p2p = time_rounds(1, [&] {
@@ -327,8 +365,8 @@ int run_comm(const CommOptions& o) {
 
 const RegisterBench kRegister{{
     "comm",
-    "point-to-point, ring-neighbor exchange, ring and halving-doubling allreduce, and sparse "
-    "allreduce figures of each transport",
+    "point-to-point (two- and one-sided), ring-neighbor exchange, ring and halving-doubling "
+    "allreduce, and sparse allreduce figures of each transport",
     [](CLI::App& sub) -> std::function<int()> {
       auto o = std::make_shared<CommOptions>();
       add_transfer_options(sub, *o, "comma-separated (tcp,ucx,ofi,inproc); default: all built");
@@ -336,6 +374,12 @@ const RegisterBench kRegister{{
                      "the sparse allreduce's fractions of nonzeros per rank")->delimiter(',');
       sub.add_flag("--cold", o->cold,
                    "start each timed round with cold caches, as a training step leaves them");
+      sub.add_option("--put-busy-ms", o->put_busy_ms,
+                     "put: rank 1 computes this long before it drives progress, as a peer in "
+                     "its training step (whether a put needs the target's CPU)");
+      sub.add_option("--patterns", o->patterns,
+                     "comma-separated, of p2p, put, ring_exchange, allreduce, allreduce_hd; "
+                     "default: all")->delimiter(',');
       sub.add_flag("--json", o->json, "one JSON object per line");
       return [o] { return run_comm(*o); };
     },
