@@ -14,6 +14,7 @@
 #include "optimizers/device_arrays.h"
 #include "optimizers/put_windows.h"
 #include "tests/optimizers/consensus_util.h"
+#include "tests/skip.h"
 #include "tests/time_scale.h"
 #include "tests/transport/backends.h"
 #include "transport/factory.h"
@@ -33,10 +34,7 @@ std::vector<std::string> put_backends() {
 
 TEST_CASE("one-sided push-sum equals the two-sided one bitwise", "[consensus][multiproc]") {
   const auto backends = put_backends();
-  if (backends.empty()) {
-    WARN("neither ucx nor ofi is built: nothing to test");
-    return;
-  }
+  if (backends.empty()) MURMUR_SKIP("neither ucx nor ofi is built");
   const auto backend = GENERATE_COPY(from_range(backends));
   struct Case {
     const char* graph;
@@ -71,10 +69,7 @@ TEST_CASE("one-sided push-sum equals the two-sided one bitwise", "[consensus][mu
 
 TEST_CASE("one-sided pairwise gossip equals the two-sided one bitwise", "[consensus][multiproc]") {
   const auto backends = put_backends();
-  if (backends.empty()) {
-    WARN("neither ucx nor ofi is built: nothing to test");
-    return;
-  }
+  if (backends.empty()) MURMUR_SKIP("neither ucx nor ofi is built");
   const auto backend = GENERATE_COPY(from_range(backends));
   // A ring (partners alternate between two neighbors, the slot of each reused) and a directed
   // graph whose in- and out-neighbors differ (a partner may be either).
@@ -114,10 +109,7 @@ TEST_CASE("one-sided push-sum on a backend without put is one clear error", "[mu
 
 TEST_CASE("a one-sided message that is not what its notice says is refused", "[multiproc]") {
   const auto backends = put_backends();
-  if (backends.empty()) {
-    WARN("neither ucx nor ofi is built: nothing to test");
-    return;
-  }
+  if (backends.empty()) MURMUR_SKIP("neither ucx nor ofi is built");
   const auto backend = GENERATE_COPY(from_range(backends));
   CAPTURE(backend);
   constexpr std::size_t kFloats = 1000;
