@@ -11,7 +11,8 @@ cgroup hierarchy with the cpu controller, v1 or v2; exits 77, CTest's skip, othe
 3. sleep mode makes no cgroup;
 4. refusals: a program (-- PROGRAM) with a window of steps, which only murmur-peer switches;
    murmur-peer started by hand as a quota straggler (no launcher, no cgroup);
-5. `murmur-netem cleanup` removes the cgroups of a launcher that died without (SIGKILL).
+5. `murmur-netem cleanup` removes the cgroups of a launcher that died without (SIGKILL), nested
+   ones too, and its bind mount, which is never taken for the hierarchy itself.
 """
 import argparse
 import json
@@ -149,10 +150,24 @@ def leftovers(root):
     dead.wait()
     name = f"murmur-{dead.pid}-7"
     os.makedirs(os.path.join(root, name, "rank0"))
+    # Nested one level deeper, as a launcher that once took a run's bind mount for the hierarchy
+    # left it: removed too, deepest first.
+    os.makedirs(os.path.join(root, name, f"murmur-{dead.pid}-8", "rank1"))
+    # The run's bind mount of its cgroups lists as a cgroup mount too: never the hierarchy.
+    view = os.path.join(cpu_quota.VIEWS, f"{name}-cgroups")
+    os.makedirs(view, exist_ok=True)
+    subprocess.run(["mount", "--bind", os.path.join(root, name), view], check=True)
+    found = cpu_quota.hierarchy()[1]
+    check(found == root, f"the hierarchy is {root}, not a run's bind mount: {found}")
     p = subprocess.run([os.path.join(ROOT, "tools", "murmur-netem"), "cleanup"], capture_output=True, text=True,
                        timeout=60)
     check(p.returncode == 0 and name in p.stdout and not os.path.exists(os.path.join(root, name)),
           f"murmur-netem cleanup removes a dead launcher's cgroups: {p.stdout.strip()} {p.stderr.strip()}")
+    check(not os.path.exists(view), f"murmur-netem cleanup removes a dead launcher's bind mount {view}")
+    if os.path.ismount(view):  # the check failed: leave nothing behind
+        subprocess.run(["umount", "-l", view])
+    if os.path.isdir(view):
+        os.rmdir(view)
 
 
 def main():

@@ -57,6 +57,10 @@ def hierarchy():
         fields = line.split()
         if len(fields) < 4:
             continue
+        # Not a run's own bind mount (/run/murmur-...-cgroups, below): it lists as a cgroup mount
+        # too, and a launcher that took it for the hierarchy made its cgroups inside that run's.
+        if os.path.dirname(fields[1]) == VIEWS and os.path.basename(fields[1]).startswith(PREFIX):
+            continue
         if fields[2] == "cgroup2":
             v2.append(fields[1])
         elif fields[2] == "cgroup" and "cpu" in fields[3].split(","):
@@ -76,11 +80,10 @@ def hierarchy():
 def _remove(root, base):
     """Moves what still runs in `base`'s cgroups to the root one, then removes them (never raises).
     Another cleanup (a test's, a reaper's) may remove them first: what is gone counts as removed."""
-    try:
-        subs = [os.path.join(base, d) for d in sorted(os.listdir(base)) if os.path.isdir(os.path.join(base, d))]
-    except OSError:  # gone already, or going
-        subs = []
-    for sub in subs + [base]:
+    subs = []
+    for parent, dirs, _ in os.walk(base):  # deepest first, below: a cgroup goes after its children
+        subs += [os.path.join(parent, d) for d in dirs]
+    for sub in sorted(subs, key=lambda d: d.count(os.sep), reverse=True) + [base]:
         for _ in range(50):
             try:
                 pids = _read(os.path.join(sub, "cgroup.procs")).split()
