@@ -108,13 +108,14 @@ std::vector<nlohmann::json> bench_rank(Transport& t, const std::string& backend,
   const bool put_row = wanted("put") && t.supports_put();
   std::vector<std::byte> key(4096);
   if (put_row) {
-    auto key_region = t.register_region(key);
     if (r == 1) {
       key = region->remote_key();
       auto own = t.register_region(key);
       Request q = t.send(0, 14, *own, {0, key.size()});
       wait(t, q);
     } else if (r == 0) {
+      // Registered here, not before rank 1 replaces the vector: a Region must not outlive its bytes.
+      auto key_region = t.register_region(key);
       Request q = t.recv(1, 14, *key_region, {0, key.size()});
       wait(t, q);
       key.resize(q.state()->bytes);
