@@ -32,6 +32,24 @@ std::vector<std::string> put_backends() {
   return out;
 }
 
+// Runs `run` two-sided, then one-sided, and checks that both averaged to the same floats.
+void check_same_floats(ConsensusRun run) {
+  run.rounds = 12;
+  run.dim = 3001;
+  run.algorithm.one_sided = false;
+  const ConsensusResult two = run_consensus(run);
+  INFO(two.failures);
+  REQUIRE(two.failures.empty());
+  run.algorithm.one_sided = true;
+  const ConsensusResult one = run_consensus(run);
+  INFO(one.failures);
+  REQUIRE(one.failures.empty());
+  CHECK(one.error[run.rounds] < 0.5 * one.error[0]);  // it did average
+  CHECK(one.error == two.error);
+  CHECK(one.flushed == two.flushed);
+  CHECK(one.spread == two.spread);
+}
+
 TEST_CASE("one-sided push-sum equals the two-sided one bitwise", "[consensus][multiproc]") {
   const auto backends = put_backends();
   if (backends.empty()) MURMUR_SKIP("neither ucx nor ofi is built");
@@ -51,19 +69,7 @@ TEST_CASE("one-sided push-sum equals the two-sided one bitwise", "[consensus][mu
     run.topology = graph(c.graph);
     run.algorithm = algorithm("sgp");
     run.algorithm.tau = c.tau;
-    run.rounds = 12;
-    run.dim = 3001;
-    const ConsensusResult two = run_consensus(run);
-    INFO(two.failures);
-    REQUIRE(two.failures.empty());
-    run.algorithm.one_sided = true;
-    const ConsensusResult one = run_consensus(run);
-    INFO(one.failures);
-    REQUIRE(one.failures.empty());
-    CHECK(one.error[run.rounds] < 0.5 * one.error[0]);  // it did average
-    CHECK(one.error == two.error);
-    CHECK(one.flushed == two.flushed);
-    CHECK(one.spread == two.spread);
+    check_same_floats(run);
   }
 }
 
@@ -80,18 +86,7 @@ TEST_CASE("one-sided pairwise gossip equals the two-sided one bitwise", "[consen
     run.ranks = ranks;
     run.topology = graph(g);
     run.algorithm = algorithm("pairwise");
-    run.rounds = 12;
-    run.dim = 3001;
-    const ConsensusResult two = run_consensus(run);
-    INFO(two.failures);
-    REQUIRE(two.failures.empty());
-    run.algorithm.one_sided = true;
-    const ConsensusResult one = run_consensus(run);
-    INFO(one.failures);
-    REQUIRE(one.failures.empty());
-    CHECK(one.error[run.rounds] < 0.5 * one.error[0]);
-    CHECK(one.error == two.error);
-    CHECK(one.flushed == two.flushed);
+    check_same_floats(run);
   }
 }
 
