@@ -1,7 +1,12 @@
 #include "core/crc32c.h"
 
+#include <algorithm>
 #include <array>
 #include <cstring>
+
+#ifdef MURMUR_HAVE_ISAL
+#include <isa-l/crc.h>
+#endif
 
 #if defined(__SSE4_2__) && defined(__x86_64__)
 #include <nmmintrin.h>
@@ -123,7 +128,19 @@ std::uint32_t crc_sse42(const unsigned char* p, std::size_t n, std::uint32_t crc
 
 std::uint32_t crc32c(std::span<const std::byte> bytes, std::uint32_t seed) {
   const auto* p = reinterpret_cast<const unsigned char*>(bytes.data());
-#ifdef MURMUR_CRC32C_SSE42
+#if defined(MURMUR_HAVE_ISAL)
+  // ISA-L picks its kernel for this CPU at run time. It keeps the register uninverted, and its
+  // length is an int: pieces of 1 GiB at most.
+  std::uint32_t crc = ~seed;
+  std::size_t n = bytes.size();
+  do {
+    const std::size_t piece = std::min<std::size_t>(n, std::size_t{1} << 30);
+    crc = crc32_iscsi(const_cast<unsigned char*>(p), static_cast<int>(piece), crc);
+    p += piece;
+    n -= piece;
+  } while (n > 0);
+  return ~crc;
+#elif defined(MURMUR_CRC32C_SSE42)
   return ~crc_sse42(p, bytes.size(), ~seed);
 #else
   return ~crc_table(p, bytes.size(), ~seed);
@@ -135,7 +152,7 @@ std::uint32_t crc32c_portable(std::span<const std::byte> bytes, std::uint32_t se
 }
 
 bool crc32c_is_hardware() {
-#ifdef MURMUR_CRC32C_SSE42
+#if defined(MURMUR_CRC32C_SSE42) || defined(MURMUR_HAVE_ISAL)
   return true;
 #else
   return false;
