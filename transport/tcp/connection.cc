@@ -37,7 +37,7 @@ asio::awaitable<void> Context::write_loop(Peer& p) {
           // Scatter-gather: the header and the caller's bytes go out in one write, uncopied.
           std::array<asio::const_buffer, 2> buffers{asio::buffer(header),
                                                     asio::buffer(op->data + offset, length)};
-          co_await asio::async_write(*socket, buffers, asio::use_awaitable);
+          co_await asio::async_write(*socket, buffers, TransferAll{}, asio::use_awaitable);
           if (p.generation != generation) co_return;  // reset() failed our ops already
           p.last_progress = p.last_sent = Clock::now();
           sent_ += length;
@@ -196,7 +196,8 @@ asio::awaitable<void> Context::read_loop(Peer& p) {
       }
       std::byte* into = place(p, h);
       if (h.length > 0) {
-        co_await asio::async_read(*socket, asio::buffer(into, h.length), asio::use_awaitable);
+        co_await asio::async_read(*socket, asio::buffer(into, h.length), TransferAll{},
+                                 asio::use_awaitable);
         if (p.generation != generation) break;
       }
       p.mid_frame = false;
