@@ -81,7 +81,13 @@ std::vector<nlohmann::json> bench_rank(Transport& t, const std::string& backend,
   // --cold: a buffer larger than the last-level cache, written over before each timed round.
   std::vector<std::uint8_t> evict(o.cold ? std::size_t{64} << 20 : 0);
   auto time_rounds = [&](int rounds, auto&& body) {
-    for (int i = 0; i < 2; ++i) body();  // warm-up: connections, buffers, caches
+    // Warm-up (connections, buffers, caches), each round opened by a barrier as the timed ones
+    // are and as tools/bench_mpi's are: without it the ranks a pattern leaves idle (p2p's 2 and
+    // 3) ran ahead into the next pattern and flooded ranks 0 and 1 while they were timed.
+    for (int i = 0; i < 2; ++i) {
+      barrier(t, barrier_allreduce, *one_region, one);
+      body();
+    }
     double total = 0;
     for (int i = 0; i < rounds; ++i) {
       for (std::size_t k = 0; k < evict.size(); k += 64) evict[k] = static_cast<std::uint8_t>(evict[k] + 1);
