@@ -255,6 +255,10 @@ struct TransportConfig {
   int peer_timeout_ms = 10000;
   std::int64_t max_frame_bytes = std::int64_t{1} << 30;
   std::int64_t chunk_bytes = std::int64_t{1} << 20;  // pipelining unit of large transfers
+  // tcp: how long the I/O thread keeps polling its sockets after the last event before it sleeps
+  // in epoll_wait. A sleeping thread is woken by the next segment, which in a VM costs tens of
+  // microseconds each time; 0 sleeps at once.
+  int poll_spin_us = 50;
   std::string secret_file;              // shared secret for the handshake
   std::string secret_env = "MURMUR_SECRET";
   std::string ofi_provider = "tcp";     // tcp | shm | verbs | ...
@@ -280,6 +284,7 @@ void describe(V& v, TransportConfig& c) {
   v("peer_timeout_ms", c.peer_timeout_ms, Range{1, 1e9});
   v("max_frame_bytes", c.max_frame_bytes, Range{64, 1e12});
   v("chunk_bytes", c.chunk_bytes, Range{4096, 1e12});
+  v("poll_spin_us", c.poll_spin_us, Range{0, 1e6});
   v("secret_file", c.secret_file);
   v("secret_env", c.secret_env);
   v("ofi_provider", c.ofi_provider);

@@ -32,11 +32,10 @@ bool matches(std::span<const std::byte> b, std::uint64_t seed) {
   return true;
 }
 
-TEST_CASE("sizes from 0 bytes to 64 MiB arrive intact", "[transport][multiproc]") {
-  auto backend = GENERATE(from_range(built_backends()));
-  CAPTURE(backend);
+// Both directions at once, each size under its own tag.
+std::vector<RankResult> exchange_sizes(const std::string& backend, const RunOptions& options = {}) {
   const std::vector<std::size_t> sizes{0, 1, 7, 4096, (1u << 20) + 3, 64u << 20};
-  auto results = run_ranks(backend, 2, [&](RankContext& ctx) {
+  return run_ranks(backend, 2, [&](RankContext& ctx) {
     Transport& t = ctx.transport();
     int other = 1 - ctx.rank();
     for (std::size_t i = 0; i < sizes.size(); ++i) {
@@ -51,7 +50,26 @@ TEST_CASE("sizes from 0 bytes to 64 MiB arrive intact", "[transport][multiproc]"
       MURMUR_CHECK(r.state()->bytes == sizes[i]);
       MURMUR_CHECK(matches(std::span(in).first(sizes[i]), i + 10 * other));
     }
-  });
+  }, options);
+}
+
+TEST_CASE("sizes from 0 bytes to 64 MiB arrive intact", "[transport][multiproc]") {
+  auto backend = GENERATE(from_range(built_backends()));
+  CAPTURE(backend);
+  auto results = exchange_sizes(backend);
+  INFO(failures(results));
+  CHECK(failures(results).empty());
+}
+
+// The I/O thread's two loops: sleeping in epoll_wait after every event, and polling for long
+// after it (the default, 50 us, lies between).
+TEST_CASE("tcp: sizes arrive intact whether the I/O thread sleeps at once or keeps polling",
+          "[transport][multiproc]") {
+  const int spin_us = GENERATE(0, 100000);
+  CAPTURE(spin_us);
+  RunOptions options;
+  options.configure = [&](TransportConfig& c, int) { c.poll_spin_us = spin_us; };
+  auto results = exchange_sizes("tcp", options);
   INFO(failures(results));
   CHECK(failures(results).empty());
 }
