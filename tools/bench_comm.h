@@ -9,6 +9,8 @@
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
+#include "core/config.h"
+
 namespace murmur::tools {
 
 struct CommOptions {
@@ -16,6 +18,7 @@ struct CommOptions {
   std::vector<int> processes{2, 4};
   std::vector<std::int64_t> sizes{64 << 10, 1 << 20, 16 << 20, 64 << 20};
   std::int64_t chunk_bytes = 1 << 20;
+  int poll_spin_us = TransportConfig{}.poll_spin_us;  // transport.poll_spin_us (tcp)
   std::vector<double> densities{0.001, 0.01, 0.1};  // the sparse allreduce's rows
   // Patterns to run, of p2p, put (one-sided p2p, where the backend has put()), ring_exchange, allreduce, allreduce_hd (which brings the 16-bit and
   // sparse rows with it); empty: all.

@@ -258,6 +258,7 @@ std::vector<nlohmann::json> run_processes(const std::string& backend, int n, con
         c.host = "127.0.0.1";  // every rank is a process of this host
         c.rendezvous_dir = dir;
         c.chunk_bytes = o.chunk_bytes;
+        c.poll_spin_us = o.poll_spin_us;
         auto t = transport::make_transport(c, r, n);
         std::string out;
         for (auto& row : bench_rank(*t, backend, o)) out += row.dump() + "\n";
@@ -327,6 +328,8 @@ void add_transfer_options(CLI::App& sub, CommOptions& o, const std::string& back
   sub.add_option("--processes", o.processes, "rank counts")->delimiter(',');
   sub.add_option("--sizes", o.sizes, "message sizes in bytes")->delimiter(',');
   sub.add_option("--chunk-bytes", o.chunk_bytes, "pipelining unit (transport.chunk_bytes)");
+  sub.add_option("--poll-spin-us", o.poll_spin_us,
+                 "tcp: polling after the last event before the I/O thread sleeps (transport.poll_spin_us)");
 }
 
 std::vector<nlohmann::json> comm_rows(const std::string& backend, int n, const CommOptions& o) {
