@@ -7,7 +7,9 @@
 // whole (NFQA_CFG_F_GSO), so one verdict moves up to 64 KiB.
 //   ip netns exec NS murmur-delay --queue 0 --delay-us 5000 --jitter-us 1000
 // Prints "ready" on stdout once the queue is bound; runs until SIGTERM/SIGINT. A packet beyond
-// --limit held packets is dropped, like netem's limit.
+// --limit held packets is dropped, like netem's limit. At exit it says how late it let packets
+// go (it shares the cores with the peers, and a held packet waits for it to be scheduled), and
+// --report FILE writes the same as JSON.
 #include <arpa/inet.h>
 #include <errno.h>
 #include <linux/netfilter.h>
@@ -22,8 +24,10 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
+#include <fstream>
 #include <queue>
 #include <random>
+#include <string>
 #include <vector>
 
 #include <CLI/CLI.hpp>
@@ -53,15 +57,25 @@ struct Delayer {
   std::priority_queue<Held, std::vector<Held>, std::greater<>> held;
   nfq_q_handle* queue = nullptr;
   std::uint64_t passed = 0, dropped = 0;
+  // How late packets left against their release time: this process shares the cores with the
+  // peers, and a packet held past its time is latency the link did not ask for.
+  std::int64_t late_ns_sum = 0, late_ns_max = 0;
+  std::uint64_t late_over_1ms = 0;
 
   std::int64_t hold_for() {
     if (jitter_ns == 0) return delay_ns;
     std::uniform_int_distribution<std::int64_t> d(-jitter_ns, jitter_ns);
     return std::max<std::int64_t>(0, delay_ns + d(rng));
   }
-  void release_due(std::int64_t now) {
+  void release_due(std::int64_t now, bool timed = true) {
     while (!held.empty() && held.top().release_ns <= now) {
       nfq_set_verdict(queue, held.top().id, NF_ACCEPT, 0, nullptr);
+      if (timed) {
+        const std::int64_t late = now - held.top().release_ns;
+        late_ns_sum += late;
+        late_ns_max = std::max(late_ns_max, late);
+        late_over_1ms += late > 1'000'000 ? 1 : 0;
+      }
       held.pop();
       ++passed;
     }
@@ -93,6 +107,7 @@ int main(int argc, char** argv) {
   unsigned queue_num = 0;
   std::int64_t delay_us = 0, jitter_us = 0;
   std::uint64_t seed = 1;
+  std::string report;
   Delayer d;
   app.add_option("--queue", queue_num, "NFQUEUE number the iptables rule names")->required();
   app.add_option("--delay-us", delay_us, "one-way delay, microseconds")->check(CLI::NonNegativeNumber);
@@ -101,6 +116,8 @@ int main(int argc, char** argv) {
   app.add_option("--limit", d.limit, "packets held at most; beyond it a packet is dropped")
       ->check(CLI::PositiveNumber);
   app.add_option("--seed", seed, "seed of the jitter's draws");
+  app.add_option("--report", report, "at exit, write the packets passed and dropped and how late "
+                 "they went (JSON) to this file");
   CLI11_PARSE(app, argc, argv);
   d.delay_ns = delay_us * 1000;
   d.jitter_ns = jitter_us * 1000;
@@ -152,10 +169,24 @@ int main(int argc, char** argv) {
     }
     d.release_due(now_ns());
   }
-  d.release_due(INT64_MAX);  // let everything still held go before the queue closes
-  std::fprintf(stderr, "murmur-delay: queue %u: %llu packets passed, %llu dropped at the limit\n",
+  const std::uint64_t timed = d.passed;
+  d.release_due(INT64_MAX, false);  // let everything still held go before the queue closes
+  std::fprintf(stderr,
+               "murmur-delay: queue %u: %llu packets passed, %llu dropped at the limit; released "
+               "%.1f us late on average, %.1f ms at worst, %llu more than 1 ms late\n",
                queue_num, static_cast<unsigned long long>(d.passed),
-               static_cast<unsigned long long>(d.dropped));
+               static_cast<unsigned long long>(d.dropped),
+               timed > 0 ? static_cast<double>(d.late_ns_sum) / static_cast<double>(timed) / 1e3 : 0.0,
+               static_cast<double>(d.late_ns_max) / 1e6, static_cast<unsigned long long>(d.late_over_1ms));
+  if (!report.empty()) {
+    std::ofstream out(report);
+    out << "{\"packets_passed\": " << d.passed << ", \"packets_dropped\": " << d.dropped
+        << ", \"late_us_mean\": "
+        << (timed > 0 ? static_cast<double>(d.late_ns_sum) / static_cast<double>(timed) / 1e3 : 0.0)
+        << ", \"late_ms_max\": " << static_cast<double>(d.late_ns_max) / 1e6
+        << ", \"packets_over_1ms_late\": " << d.late_over_1ms << "}\n";
+    if (!out) std::fprintf(stderr, "murmur-delay: cannot write %s\n", report.c_str());
+  }
   nfq_destroy_queue(d.queue);
   nfq_close(handle);
   return 0;

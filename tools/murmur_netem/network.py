@@ -89,6 +89,7 @@ class Network:
         self.reaper = None
         self.delay_tool = delay_tool or os.environ.get("MURMUR_DELAY") or os.path.join(ROOT, "build/bin/murmur-delay")
         self.delayers = []  # murmur-delay processes (netfilter path)
+        self.delay_reports = None  # what each delayer said at exit (stop_delayers())
         self.mechanism = ""  # how latency/jitter/loss are made: "netem" or "netfilter" (after up())
 
     @classmethod
@@ -184,8 +185,9 @@ class Network:
                                 "--probability", f"{p:.8f}", "-j", "DROP"])
         if not (self.shape["latency"] or self.shape["jitter"]):
             return
+        report = os.path.join(self._report_dir(), f"delay{rank}.json")
         cmd = self.exec_prefix(rank) + [
-            self.delay_tool, "--queue", "0", "--limit", str(tc.queue_packets(self.shape["bandwidth"])), "--seed", str(rank + 1),
+            self.delay_tool, "--report", report, "--queue", "0", "--limit", str(tc.queue_packets(self.shape["bandwidth"])), "--seed", str(rank + 1),
             "--delay-us", f"{tc.seconds(self.shape['latency'] or '0ms') * 1e6:.0f}",
             "--jitter-us", f"{tc.seconds(self.shape['jitter'] or '0ms') * 1e6:.0f}"]
         with tempfile.TemporaryFile(mode="w+") as errors:  # a file: nobody must drain it later
@@ -193,6 +195,8 @@ class Network:
                                        start_new_session=True)
             line = delayer.stdout.readline().strip()  # "ready", or EOF if it failed
             delayer.stdout.close()
+            delayer.report = report
+            delayer.rank = rank
             self.delayers.append(delayer)
             if line != "ready":
                 delayer.wait()
@@ -209,14 +213,46 @@ class Network:
                  json.loads(run(["ip", "-n", self.hub, "-s", "-j", "link", "show"], "reading link counters"))}
         return [(stats[f"p{r}"]["rx"]["bytes"], stats[f"p{r}"]["tx"]["bytes"]) for r in range(self.n)]
 
+    def _report_dir(self):
+        if getattr(self, "report_dir", None) is None:
+            self.report_dir = tempfile.mkdtemp(prefix="murmur-delay-")
+        return self.report_dir
+
+    def stop_delayers(self):
+        """Ends the murmur-delay processes (SIGTERM, so each writes its report) and returns
+        {rank: report}: packets passed and dropped, and how late it let them go. murmur-delay
+        shares the cores with the peers, and a packet it holds past its time is latency the
+        link did not ask for. {} on the netem path; a delayer that said nothing is left out."""
+        if self.delay_reports is not None:
+            return self.delay_reports
+        for delayer in self.delayers:
+            if delayer.poll() is None:
+                delayer.terminate()
+        self.delay_reports = {}
+        for delayer in self.delayers:
+            try:
+                delayer.wait(timeout=5)
+                with open(delayer.report) as f:
+                    self.delay_reports[delayer.rank] = json.load(f)
+            except (subprocess.TimeoutExpired, OSError, ValueError):
+                pass
+        return self.delay_reports
+
     def down(self):
         """Kills what still runs inside and deletes the namespaces (idempotent, never raises)."""
+        try:
+            self.stop_delayers()
+        except Exception:  # never raises: the namespaces must go regardless
+            pass
         remove_namespaces(list(reversed(self.created)))  # kills the delayers too
         self.created = []
         for delayer in self.delayers:
             delayer.kill()
             delayer.wait()
         self.delayers = []
+        if getattr(self, "report_dir", None) is not None:
+            shutil.rmtree(self.report_dir, ignore_errors=True)
+            self.report_dir = None
         if self.reaper is not None and self.reaper.poll() is None:
             self.reaper.stdin.close()  # EOF: the reaper finds nothing left and exits
             self.reaper.wait()
