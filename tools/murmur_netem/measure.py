@@ -5,7 +5,11 @@ to another's:
   round trip.
 - ping: round trips of 1-byte TCP messages (TCP_NODELAY), one at a time.
 - datagrams: how many of N UDP datagrams arrive (the link's loss, which TCP would hide).
-Run as `python3 -m murmur_netem.measure serve|send|echo|ping|sink|spray ...` inside a namespace.
+- messages: N messages of a size over one TCP connection, one every gap, as a training step
+  sends its model: each one's delivery time, from the sender's first byte to the receiver's
+  last (CLOCK_MONOTONIC, which every namespace shares).
+Run as `python3 -m murmur_netem.measure serve|send|echo|ping|sink|spray|take|give ...` inside a
+namespace.
 """
 import json
 import os
@@ -92,6 +96,36 @@ def spray(host, port, count):
             s.sendto(b"end", (host, port))
 
 
+def take(host, port, size, count):
+    """Receives `count` messages of `size` bytes; prints when each one's last byte came."""
+    with socket.create_server((host, port)) as srv:
+        print("ready", flush=True)
+        conn, _ = srv.accept()
+        done = []
+        with conn:
+            for _ in range(count):
+                left = size
+                while left > 0:
+                    data = conn.recv(min(left, CHUNK))
+                    if not data:
+                        raise RuntimeError(f"measure: the sender closed after {len(done)} messages")
+                    left -= len(data)
+                done.append(time.monotonic())
+    print(json.dumps({"done": done}), flush=True)
+
+
+def give(host, port, size, count, gap):
+    """Sends `count` messages of `size` bytes, one every `gap` seconds; prints when each began."""
+    buf = b"\0" * size
+    began = []
+    with socket.create_connection((host, port), timeout=120) as s:
+        for _ in range(count):
+            began.append(time.monotonic())
+            s.sendall(buf)
+            time.sleep(max(0.0, began[-1] + gap - time.monotonic()))
+    print(json.dumps({"began": began}))
+
+
 def _pair(net, src, dst, serve_args, client_args, timeout):
     """Runs a server in dst's namespace and a client in src's; returns (client json, server json)."""
     here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -132,6 +166,15 @@ def stream(net, src, dst, nbytes, timeout=300):
     return r
 
 
+def messages(net, src, dst, size, count=40, gap=0.05, timeout=300):
+    """The delivery times (seconds) of `count` messages of `size` bytes from rank src to rank dst,
+    one every `gap` seconds: the first is in TCP's slow start, the rest see the link as a run's
+    steps do."""
+    mine, theirs = _pair(net, src, dst, ["take", net.addresses[dst], str(PORT), str(size), str(count)],
+                         ["give", net.addresses[dst], str(PORT), str(size), str(count), str(gap)], timeout)
+    return [d - b for b, d in zip(mine["began"], theirs["done"])]
+
+
 if __name__ == "__main__":
     verb, host, port = sys.argv[1], sys.argv[2], int(sys.argv[3])
     if verb == "serve":
@@ -144,5 +187,9 @@ if __name__ == "__main__":
         ping(host, port, int(sys.argv[4]))
     elif verb == "spray":
         spray(host, port, int(sys.argv[4]))
+    elif verb == "take":
+        take(host, port, int(sys.argv[4]), int(sys.argv[5]))
+    elif verb == "give":
+        give(host, port, int(sys.argv[4]), int(sys.argv[5]), float(sys.argv[6]))
     else:
         send(host, port, int(sys.argv[4]))
