@@ -42,7 +42,7 @@ transport::LinkCost run_link(const ExperimentConfig& config, const transport::Co
   link.latency_s += latency;
   for (transport::CostBand& b : link.bands) {
     // The shaper and the copies into the socket overlap: the slower of the two sets the pace.
-    if (rate > 0) b.beta_s_per_byte = std::max(b.beta_s_per_byte, 8 / rate);
+    if (rate > 0) b.beta_s_per_byte = std::max(b.beta_s_per_byte, 8 / (rate * kTcpGoodputShare));
   }
   return link;
 }

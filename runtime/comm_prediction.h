@@ -31,11 +31,16 @@ struct CommPrediction {
   double seconds_at_suggested = 0;
 };
 
+// The share of a link's rate that carries a TCP stream's payload: 1448 bytes of it in every
+// 1514-byte frame (Ethernet, IPv4 and TCP with timestamps at MTU 1500), as tbf counts them.
+// `tools/murmur-netem measure --bandwidth 1gbit` gets 956.5 Mbit/s through the emulated link.
+inline constexpr double kTcpGoodputShare = 1448.0 / 1514.0;
+
 // Seconds of one step's share of `part` over `link`: per_step x (phases x latency + (phases +
 // chunks - 1) x (alpha + beta x bytes_per_phase / chunks)), the band by the piece's size.
 double part_seconds(const transport::LinkCost& link, const optimizers::CommPart& part);
 // The link of `model` for the run's backend and world, with network.latency as its latency_s
-// and network.bandwidth bounding its beta (the slower of the two per byte).
+// and network.bandwidth's TCP goodput bounding its beta (the slower of the two per byte).
 transport::LinkCost run_link(const ExperimentConfig& config, const transport::CostModel& model,
                              int* fitted_ranks = nullptr);
 // The prediction for a run of `steps` steps of a model of `parameters` floats over `backend`.

@@ -51,14 +51,16 @@ TEST_CASE("a prediction is the plan priced by the fit", "[runtime][cost]") {
 TEST_CASE("the emulated network adds its latency and bounds the rate", "[runtime][cost]") {
   ExperimentConfig c = ring4();
   c.network.latency = "5ms";
-  c.network.bandwidth = "1gbit";  // 8 ns a byte, slower than the fit's 1 ns
+  // 8 ns a byte on the wire, slower than the fit's 1 ns. TCP's payload is 1448 bytes of each
+  // 1514-byte frame: 8 x 1514 / 1448 = 8.364641 ns a byte of payload.
+  c.network.bandwidth = "1gbit";
   const transport::LinkCost link = run_link(c, flat_model());
   CHECK(link.latency_s == Approx(5e-3));
   CHECK(link.bands[0].alpha_s == Approx(100e-6));
-  CHECK(link.bands[0].beta_s_per_byte == Approx(8e-9));
+  CHECK(link.bands[0].beta_s_per_byte == Approx(8.364641e-9));
   // D-PSGD's step: one phase of 8000 bytes behind the latency.
   CHECK(predict_comm(c, flat_model(), "tcp", 1000, 10).seconds ==
-        Approx(10 * (5e-3 + 100e-6 + 8e-9 * 8000)));
+        Approx(10 * (5e-3 + 100e-6 + 8.364641e-9 * 8000)));
   c.network.bandwidth = "100gbit";  // faster than the fit: the fit's rate stays
   c.network.latency = "250us";
   CHECK(run_link(c, flat_model()).bands[0].beta_s_per_byte == Approx(1e-9));
@@ -67,7 +69,8 @@ TEST_CASE("the emulated network adds its latency and bounds the rate", "[runtime
 
 TEST_CASE("the ring's pieces pipeline, and the model suggests a chunk size", "[runtime][cost]") {
   // The allreduce of 4 MiB over 4 ranks: segments of 1 MiB; 6 phases. Behind 5 ms at 1 Gbit/s
-  // in pieces of 256 KiB (4 a segment): 6 x 5 ms + (6 + 4 - 1) x (100 us + 8 ns x 256 KiB).
+  // in pieces of 256 KiB (4 a segment): 6 x 5 ms + (6 + 4 - 1) x (100 us + 8.36 ns x 256 KiB),
+  // 8.36 ns a byte of TCP payload (as above).
   ExperimentConfig c = ring4();
   c.algorithm.name = "allreduce";
   c.network.latency = "5ms";
@@ -76,11 +79,11 @@ TEST_CASE("the ring's pieces pipeline, and the model suggests a chunk size", "[r
   const std::size_t floats = 1 << 20;
   const CommPrediction p = predict_comm(c, flat_model(), "tcp", floats, 1);
   CHECK(p.plan.parts.at(0).chunks == 4);
-  CHECK(p.seconds == Approx(6 * 5e-3 + 9 * (100e-6 + 8e-9 * (256 << 10))));
+  CHECK(p.seconds == Approx(6 * 5e-3 + 9 * (100e-6 + 8.364641e-9 * (256 << 10))));
   // The best of 64 KiB .. 64 MiB by the same formula: pieces of 64 KiB (16 a segment) cost
-  // 6 x 5 ms + 21 x (100 us + 8 ns x 64 KiB), less than any larger piece.
+  // 6 x 5 ms + 21 x (100 us + 8.36 ns x 64 KiB), less than any larger piece.
   CHECK(p.suggested_chunk_bytes == 64 << 10);
-  CHECK(p.seconds_at_suggested == Approx(6 * 5e-3 + 21 * (100e-6 + 8e-9 * (64 << 10))));
+  CHECK(p.seconds_at_suggested == Approx(6 * 5e-3 + 21 * (100e-6 + 8.364641e-9 * (64 << 10))));
   // With 50 ms a message the pieces' alpha outweighs the pipeline: whole segments.
   transport::CostModel slow = flat_model();
   slow.links["tcp"][4].bands[0].alpha_s = 50e-3;
