@@ -51,13 +51,13 @@ def main():
     steps = sorted(s for s in common if s - 1 in common)
     if len(steps) < 10:
         sys.exit(f"step_waits: {args.run}: fewer than 10 consecutive steps logged (run with run.log_every: 1)")
+    if args.all_peers and any(offset is None for _, offset in peers):
+        sys.exit(f"step_waits: {args.run}: a peer has no eval line with unix_s to align the clocks")
     comm, wait, after = [], [], []
     for s in steps:
         durations = [p[s]["comm_s"] - p[s - 1]["comm_s"] for p, _ in peers]
         comm += durations
         if args.all_peers:
-            if any(offset is None for _, offset in peers):
-                sys.exit(f"step_waits: {args.run}: a peer has no eval line with unix_s to align the clocks")
             ends = [offset + p[s]["time_s"] for p, offset in peers]
             ready = [e - d for e, d in zip(ends, durations)]
             wait += [max(ready) - r for r in ready]

@@ -170,20 +170,20 @@ int main(int argc, char** argv) {
     d.release_due(now_ns());
   }
   const std::uint64_t timed = d.passed;
+  const double late_us_mean =
+      timed > 0 ? static_cast<double>(d.late_ns_sum) / static_cast<double>(timed) / 1e3 : 0.0;
+  const double late_ms_max = static_cast<double>(d.late_ns_max) / 1e6;
   d.release_due(INT64_MAX, false);  // let everything still held go before the queue closes
   std::fprintf(stderr,
                "murmur-delay: queue %u: %llu packets passed, %llu dropped at the limit; released "
                "%.1f us late on average, %.1f ms at worst, %llu more than 1 ms late\n",
                queue_num, static_cast<unsigned long long>(d.passed),
-               static_cast<unsigned long long>(d.dropped),
-               timed > 0 ? static_cast<double>(d.late_ns_sum) / static_cast<double>(timed) / 1e3 : 0.0,
-               static_cast<double>(d.late_ns_max) / 1e6, static_cast<unsigned long long>(d.late_over_1ms));
+               static_cast<unsigned long long>(d.dropped), late_us_mean, late_ms_max,
+               static_cast<unsigned long long>(d.late_over_1ms));
   if (!report.empty()) {
     std::ofstream out(report);
     out << "{\"packets_passed\": " << d.passed << ", \"packets_dropped\": " << d.dropped
-        << ", \"late_us_mean\": "
-        << (timed > 0 ? static_cast<double>(d.late_ns_sum) / static_cast<double>(timed) / 1e3 : 0.0)
-        << ", \"late_ms_max\": " << static_cast<double>(d.late_ns_max) / 1e6
+        << ", \"late_us_mean\": " << late_us_mean << ", \"late_ms_max\": " << late_ms_max
         << ", \"packets_over_1ms_late\": " << d.late_over_1ms << "}\n";
     if (!out) std::fprintf(stderr, "murmur-delay: cannot write %s\n", report.c_str());
   }

@@ -90,6 +90,7 @@ class Network:
         self.delay_tool = delay_tool or os.environ.get("MURMUR_DELAY") or os.path.join(ROOT, "build/bin/murmur-delay")
         self.delayers = []  # murmur-delay processes (netfilter path)
         self.delay_reports = None  # what each delayer said at exit (stop_delayers())
+        self.report_dir = None  # where the delayers write their reports (netfilter path)
         self.mechanism = ""  # how latency/jitter/loss are made: "netem" or "netfilter" (after up())
 
     @classmethod
@@ -214,7 +215,7 @@ class Network:
         return [(stats[f"p{r}"]["rx"]["bytes"], stats[f"p{r}"]["tx"]["bytes"]) for r in range(self.n)]
 
     def _report_dir(self):
-        if getattr(self, "report_dir", None) is None:
+        if self.report_dir is None:
             self.report_dir = tempfile.mkdtemp(prefix="murmur-delay-")
         return self.report_dir
 
@@ -250,7 +251,8 @@ class Network:
             delayer.kill()
             delayer.wait()
         self.delayers = []
-        if getattr(self, "report_dir", None) is not None:
+        self.delay_reports = None
+        if self.report_dir is not None:
             shutil.rmtree(self.report_dir, ignore_errors=True)
             self.report_dir = None
         if self.reaper is not None and self.reaper.poll() is None:

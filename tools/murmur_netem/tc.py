@@ -35,6 +35,12 @@ def percent(text):
     return parse(text, {"%": 1.0}, "loss")
 
 
+# The share of a link's rate that carries a TCP stream's payload: 1448 bytes in each 1514-byte
+# frame (Ethernet, IPv4, TCP with timestamps at MTU 1500), as tbf counts them. The cost model's
+# kTcpGoodputShare (runtime/comm_prediction.h) is the same number.
+TCP_GOODPUT_SHARE = 1448 / 1514
+
+
 def tbf_args(bandwidth):
     """tbf at `bandwidth`. The bucket holds 1 ms at the rate but at least 32 KiB (tbf splits a
     veth's larger GSO super-packets itself), so a burst after an idle moment gains little on a
