@@ -28,6 +28,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "core/host_memory.h"
 #include "tools/bench_comm.h"
 #include "tools/bench_registry.h"
 #include "core/rng.h"
@@ -68,8 +69,10 @@ std::vector<nlohmann::json> bench_rank(Transport& t, const std::string& backend,
   const int n = t.world_size(), r = t.rank();
   const int left = (r + n - 1) % n, right = (r + 1) % n;
   std::int64_t max_size = *std::max_element(o.sizes.begin(), o.sizes.end());
-  std::vector<float> buffer(max_size / sizeof(float) * 3 + 16);  // send, from left, from right
-  auto region = t.register_region(std::as_writable_bytes(std::span(buffer)));
+  // A HostBuffer, as the parameter arena a training step sends (huge pages from 2 MiB up).
+  HostBuffer storage = HostBuffer::floats(max_size / sizeof(float) * 3 + 16);
+  std::span<float> buffer = storage.as_floats();  // send, from left, from right
+  auto region = t.register_region(std::as_writable_bytes(buffer));
   transport::CollectiveOptions copts;
   copts.chunk_bytes = o.chunk_bytes;
   transport::RingAllreduce allreduce(t, copts);

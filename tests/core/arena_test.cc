@@ -1,11 +1,17 @@
-// Arena and HostBuffer: layout, alignment, zero padding, names, clone_layout, errors.
+// Arena and HostBuffer: layout, alignment, huge pages, zero padding, names, clone_layout, errors.
+#include <cinttypes>
 #include <cstdint>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <string>
 
 #include <catch2/catch.hpp>
 
 #include "core/arena.h"
 #include "core/error.h"
 #include "core/host_memory.h"
+#include "tests/skip.h"
 
 using murmur::Arena;
 using murmur::HostBuffer;
@@ -25,6 +31,42 @@ TEST_CASE("HostBuffer is zeroed, aligned and movable", "[arena]") {
   HostBuffer empty(0);
   REQUIRE(empty.empty());
   REQUIRE(empty.as_floats().empty());
+}
+
+// The VmFlags of the mapping that holds `p` in /proc/self/smaps ("" if none does).
+std::string vm_flags_at(const void* p) {
+  std::ifstream smaps("/proc/self/smaps");
+  const auto at = reinterpret_cast<std::uintptr_t>(p);
+  bool inside = false;
+  for (std::string line; std::getline(smaps, line);) {
+    std::uintptr_t lo = 0, hi = 0;
+    if (std::sscanf(line.c_str(), "%" SCNxPTR "-%" SCNxPTR " ", &lo, &hi) == 2 &&
+        line.find(':') > line.find(' ')) {
+      inside = lo <= at && at < hi;
+    } else if (inside && line.rfind("VmFlags:", 0) == 0) {
+      return line;
+    }
+  }
+  return "";
+}
+
+TEST_CASE("A HostBuffer of a huge page or more is aligned to one and asks for huge pages", "[arena]") {
+  REQUIRE(HostBuffer::alignment_for(HostBuffer::kHugePage - 1) == HostBuffer::kAlignment);
+  REQUIRE(HostBuffer::alignment_for(HostBuffer::kHugePage) == HostBuffer::kHugePage);
+  HostBuffer b(HostBuffer::kHugePage + 12345);
+  REQUIRE(b.size() == HostBuffer::kHugePage + 12345);
+  REQUIRE(reinterpret_cast<std::uintptr_t>(b.data()) % HostBuffer::kHugePage == 0);
+  for (std::byte v : b.bytes()) REQUIRE(v == std::byte{0});
+  HostBuffer small = HostBuffer::floats(1000);
+  if (!std::filesystem::exists("/sys/kernel/mm/transparent_hugepage/enabled")) {
+    MURMUR_SKIP("this kernel has no transparent huge pages (no /sys/kernel/mm/transparent_hugepage)");
+  }
+  // "hg": the mapping was madvised MADV_HUGEPAGE. Whether the kernel found free huge pages for
+  // it depends on the machine's fragmentation, so the advice is what is checked.
+  const std::string flags = vm_flags_at(b.data());
+  INFO(flags);
+  REQUIRE(flags.find(" hg") != std::string::npos);
+  REQUIRE(vm_flags_at(small.data()).find(" hg") == std::string::npos);
 }
 
 TEST_CASE("Arena lays tensors on 256-byte boundaries with zero padding", "[arena]") {
