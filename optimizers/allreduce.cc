@@ -62,15 +62,16 @@ CommPlan plan_allreduce(const PlanContext& c) {
   if (a.average == "gradients") {
     const double bucket = a.overlap ? a.bucket_mb * (1 << 20) / 4 : floats;
     for (double left = floats; left > 0; left -= bucket) {
-      for (CommPart& part : allreduce_parts("ring allreduce of a gradient bucket",
-                                            std::min(left, bucket) * value_bytes, n, chunk, 1)) {
+      for (CommPart& part : allreduce_parts("allreduce of a gradient bucket",
+                                            std::min(left, bucket) * value_bytes, n, chunk, 1,
+                                            half_wire(a.wire).has_value())) {
         plan.parts.push_back(part);
       }
     }
     return plan;
   }
   plan.parts = allreduce_parts("allreduce of the parameters", floats * value_bytes, n, chunk,
-                               every_steps(a.local_steps, c.steps));
+                               every_steps(a.local_steps, c.steps), half_wire(a.wire).has_value());
   return plan;
 }
 }  // namespace

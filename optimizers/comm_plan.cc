@@ -23,10 +23,18 @@ double every_steps(int every, std::int64_t steps) {
 }
 
 std::vector<CommPart> allreduce_parts(std::string what, double bytes, int ranks,
-                                      double chunk_bytes, double per_step) {
+                                      double chunk_bytes, double per_step, bool ring) {
   if (ranks < 2 || bytes <= 0) return {};
   const double n = ranks;
-  if (static_cast<std::size_t>(ranks) <= transport::kRingMaxRanks) {
+  const transport::AllreduceAlgorithm algorithm =
+      ring ? transport::AllreduceAlgorithm::kRing
+           : transport::auto_allreduce(static_cast<std::size_t>(ranks), bytes, chunk_bytes);
+  if (algorithm == transport::AllreduceAlgorithm::kDirect) {
+    // Two phases (reduce-scatter, allgather), each N-1 messages of one segment at once.
+    const double segment = bytes / n;
+    return {{std::move(what), per_step, 2, segment, (n - 1) * segment, 1}};
+  }
+  if (algorithm == transport::AllreduceAlgorithm::kRing) {
     // Each segment in pieces of at most chunk_bytes (transport/collectives.cc).
     const double segment = bytes / n;
     const double chunks = std::max(1.0, std::ceil(segment / chunk_bytes));

@@ -43,11 +43,13 @@ struct PlanContext {
 // The share of a run's steps that end in an exchange made every `every` steps: floor(steps /
 // every) / steps (1 / every where the run's steps are not known).
 double every_steps(int every, std::int64_t steps);
-// The exact average of `bytes` over `ranks` as transport::Allreduce runs it: the ring (2(N-1)
-// phases of bytes/N, pipelined in pieces of `chunk_bytes`) up to kRingMaxRanks ranks, recursive
-// halving and doubling above (2 log2 phases, halving in size), `per_step` times a step.
+// The exact average of `bytes` over `ranks` as transport::Allreduce runs it, `per_step` times
+// a step: direct (2 phases of N-1 messages of bytes/N) for 3 and 4 ranks whose segments fit in
+// one piece of `chunk_bytes`, else the ring (2(N-1) phases of bytes/N, pipelined in pieces) up
+// to kRingMaxRanks ranks, recursive halving and doubling above (2 log2 phases, halving in size).
+// `ring` says the caller runs the ring whatever the size (the 16-bit wire's HalfRingAllreduce).
 std::vector<CommPart> allreduce_parts(std::string what, double bytes, int ranks,
-                                      double chunk_bytes, double per_step);
+                                      double chunk_bytes, double per_step, bool ring = false);
 // Every rank sends `bytes` to each of its out-neighbors at once: one phase of degree * bytes,
 // with the mean out-degree over the ranks and the first rounds of the topology's schedule.
 CommPart neighbor_part(std::string what, const PlanContext& c, double bytes, double per_step);

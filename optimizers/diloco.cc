@@ -20,7 +20,8 @@ CommPlan plan_diloco(const PlanContext& c) {
   const AlgorithmConfig& a = c.config.algorithm;
   const double bytes = static_cast<double>(c.parameters) * (half_wire(a.wire) ? 2 : 4);
   return {allreduce_parts("allreduce of the outer gradient", bytes, c.config.world.size,
-                          static_cast<double>(c.config.transport.chunk_bytes), every_steps(a.local_steps, c.steps)),
+                          static_cast<double>(c.config.transport.chunk_bytes), every_steps(a.local_steps, c.steps),
+                          half_wire(a.wire).has_value()),
           ""};
 }
 }  // namespace

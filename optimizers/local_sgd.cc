@@ -19,7 +19,8 @@ CommPlan plan_local_sgd(const PlanContext& c) {
       (early + std::floor((steps - early) / a.local_steps)) / steps;
   const double bytes = static_cast<double>(c.parameters) * (half_wire(a.wire) ? 2 : 4);
   return {allreduce_parts("allreduce of the parameters", bytes, c.config.world.size,
-                          static_cast<double>(c.config.transport.chunk_bytes), per_step), ""};
+                          static_cast<double>(c.config.transport.chunk_bytes), per_step,
+                          half_wire(a.wire).has_value()), ""};
 }
 }  // namespace
 

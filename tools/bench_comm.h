@@ -20,8 +20,8 @@ struct CommOptions {
   std::int64_t chunk_bytes = 1 << 20;
   int poll_spin_us = TransportConfig{}.poll_spin_us;  // transport.poll_spin_us (tcp)
   std::vector<double> densities{0.001, 0.01, 0.1};  // the sparse allreduce's rows
-  // Patterns to run, of p2p, put (one-sided p2p, where the backend has put()), ring_exchange, allreduce, allreduce_hd (which brings the 16-bit and
-  // sparse rows with it); empty: all.
+  // Patterns to run, of p2p, put (one-sided p2p, where the backend has put()), ring_exchange, allreduce,
+  // allreduce_direct, allreduce_hd (which brings the 16-bit and sparse rows with it); empty: all.
   std::vector<std::string> patterns;
   // Each timed round starts after the rank has written over 64 MiB (more than the last-level
   // cache), as a training step's forward and backward leave the caches for the exchange.

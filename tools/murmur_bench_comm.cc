@@ -4,7 +4,7 @@
 // put()), ring-neighbor exchange time per round (every rank sends
 // its buffer to left and right and receives theirs), and the algorithm bandwidth (bytes / time,
 // as nccl-tests define it) of the ring allreduce ("allreduce") and the halving-doubling one
-// ("allreduce_hd"); and the sparse allreduce (SparCML, "sparse") of a vector of the same size
+// ("allreduce_hd") and the direct one ("allreduce_direct", every rank to every other); and the sparse allreduce (SparCML, "sparse") of a vector of the same size
 // of which each rank holds `density` nonzeros (one at a random place in each of k equal blocks,
 // as DGC's top-k scatters them), with the bytes each rank sent beside the dense ring's
 // 2(N-1)/N of the data; and the ring with a 16-bit wire ("allreduce_fp16", "allreduce_bf16",
@@ -77,6 +77,7 @@ std::vector<nlohmann::json> bench_rank(Transport& t, const std::string& backend,
   copts.chunk_bytes = o.chunk_bytes;
   transport::RingAllreduce allreduce(t, copts);
   transport::HalvingDoublingAllreduce halving_doubling(t, copts);
+  transport::DirectAllreduce direct(t, copts);
   transport::Allreduce barrier_allreduce(t, copts);  // in log2(N) steps for large worlds
   std::vector<float> one(1);
   auto one_region = t.register_region(std::as_writable_bytes(std::span(one)));
@@ -189,6 +190,13 @@ std::vector<nlohmann::json> bench_rank(Transport& t, const std::string& backend,
         allreduce.run(*region, data, transport::ReduceOp::kSum, reduce_tag);
       });
       add("allreduce", size, reduce, static_cast<double>(bytes));
+      rows.back()["sent_bytes"] = ring_sent(bytes);
+    }
+    if (wanted("allreduce_direct")) {
+      double seconds = time_rounds(rounds, [&] {
+        direct.run(*region, data, transport::ReduceOp::kSum, reduce_tag);
+      });
+      add("allreduce_direct", size, seconds, static_cast<double>(bytes));
       rows.back()["sent_bytes"] = ring_sent(bytes);
     }
     if (!wanted("allreduce_hd")) continue;  // the rows below are the full table's only
@@ -391,7 +399,8 @@ const RegisterBench kRegister{{
                      "put: rank 1 computes this long before it drives progress, as a peer in "
                      "its training step (whether a put needs the target's CPU)");
       sub.add_option("--patterns", o->patterns,
-                     "comma-separated, of p2p, put, ring_exchange, allreduce, allreduce_hd; "
+                     "comma-separated, of p2p, put, ring_exchange, allreduce, allreduce_direct, "
+                     "allreduce_hd; "
                      "default: all")->delimiter(',');
       sub.add_flag("--json", o->json, "one JSON object per line");
       return [o] { return run_comm(*o); };

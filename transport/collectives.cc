@@ -186,25 +186,40 @@ Allreduce::Allreduce(Transport& transport, CollectiveOptions options, FloatOps& 
       world_(static_cast<std::size_t>(transport.world_size())),
       ranks_(world_),
       ring_(transport, options, ops),
-      halving_(transport, options, ops) {}
+      halving_(transport, options, ops),
+      direct_(transport, options, ops) {}
 
 void Allreduce::set_ranks(std::vector<int> ranks) {
   ranks_ = ranks.empty() ? world_ : ranks.size();
   ring_.set_ranks(ranks);
-  halving_.set_ranks(std::move(ranks));
+  halving_.set_ranks(ranks);
+  direct_.set_ranks(std::move(ranks));
 }
 
-AllreduceAlgorithm Allreduce::algorithm_for(std::size_t ranks) const {
-  if (options_.allreduce != AllreduceAlgorithm::kAuto) return options_.allreduce;
+AllreduceAlgorithm auto_allreduce(std::size_t ranks, double bytes, double chunk_bytes) {
+  if (ranks > 2 && ranks <= kDirectMaxRanks && bytes / static_cast<double>(ranks) <= chunk_bytes) {
+    return AllreduceAlgorithm::kDirect;
+  }
   return ranks <= kRingMaxRanks ? AllreduceAlgorithm::kRing
                                 : AllreduceAlgorithm::kHalvingDoubling;
 }
 
+AllreduceAlgorithm Allreduce::algorithm_for(std::size_t ranks, std::size_t floats) const {
+  if (options_.allreduce != AllreduceAlgorithm::kAuto) return options_.allreduce;
+  return auto_allreduce(ranks, static_cast<double>(floats * sizeof(float)),
+                        static_cast<double>(options_.chunk_bytes));
+}
+
 void Allreduce::run(Region& region, std::span<float> data, ReduceOp op, Tag tag) {
-  if (algorithm_for(ranks_) == AllreduceAlgorithm::kRing) {
-    ring_.run(region, data, op, tag);
-  } else {
-    halving_.run(region, data, op, tag);
+  switch (algorithm_for(ranks_, data.size())) {
+    case AllreduceAlgorithm::kDirect:
+      direct_.run(region, data, op, tag);
+      break;
+    case AllreduceAlgorithm::kHalvingDoubling:
+      halving_.run(region, data, op, tag);
+      break;
+    default:
+      ring_.run(region, data, op, tag);
   }
 }
 

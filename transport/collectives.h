@@ -8,6 +8,10 @@
 //   the same 2(p-1)/p of the data for p a power of two, in 2 log2(p) steps; a world of N = p + q
 //   ranks (q < p) first folds q ranks' data into q others and hands them the result at the end,
 //   two more steps of the whole data for those 2q ranks.
+// - direct (the reduce-scatter and the allgather each in one step, every rank sending to every
+//   other at once): the same 2(N-1)/N of the data in 2 steps, but N-1 messages per rank per
+//   step, each 1/N of the data; for the few ranks of one machine, where the ring's steps are
+//   each a wait for a neighbor to be scheduled.
 // Called by the thread that drives the transport. Every wait has a deadline of CollectiveOptions::timeout from
 // its start; a rank that does not answer in time is reported as PeerLost.
 #pragma once
@@ -24,14 +28,20 @@
 namespace murmur::transport {
 
 enum class AllreduceAlgorithm {
-  kAuto,             // the ring up to kRingMaxRanks ranks, halving and doubling above
+  kAuto,             // direct, ring or halving-doubling: Allreduce::algorithm_for
   kRing,
   kHalvingDoubling,
+  kDirect,
 };
 
 // Up to this many ranks the ring's 2(N-1) latencies cost little next to its neighbor-only,
 // pipelined traffic; above, its steps grow linearly and halving-doubling's logarithmically.
 inline constexpr std::size_t kRingMaxRanks = 16;
+// 3 and 4 ranks whose segments (the data / N) fit in one chunk take the direct allreduce: the
+// ring cannot pipeline a segment of one chunk, so its 2(N-1) steps are each a full wait, where
+// the direct one waits twice. Measured (docs/benchmarks.md) with 4 ranks; 2 ranks take the
+// ring, which is the same two steps.
+inline constexpr std::size_t kDirectMaxRanks = 4;
 
 struct CollectiveOptions {
   std::chrono::milliseconds timeout{60000};  // per wait (transport.recv_timeout_ms)
@@ -110,16 +120,29 @@ class HalvingDoublingAllreduce : public AllreduceAlgorithmBase {
   void run(Region& region, std::span<float> data, ReduceOp op, Tag tag);
 };
 
-// The allreduce of every caller (the exact averages of membership/, the benchmarks): the ring
-// or halving-doubling, as options.allreduce says, by the number of ranks taking part.
+// Allreduce by a direct reduce-scatter then a direct allgather, with the same contract as
+// RingAllreduce: every rank ends with the bitwise same result (each element summed on the one
+// rank that owns its segment, then copied). `tag` is a base tag; the two steps number its step
+// field, pieces of chunk_bytes its chunk field. The scratch: N-1 segments, one per sender.
+class DirectAllreduce : public AllreduceAlgorithmBase {
+ public:
+  DirectAllreduce(Transport& transport, CollectiveOptions options = {},
+                  FloatOps& ops = host_float_ops())
+      : AllreduceAlgorithmBase(transport, options, ops) {}
+  void run(Region& region, std::span<float> data, ReduceOp op, Tag tag);
+};
+
+// The allreduce of every caller (the exact averages of membership/, the benchmarks): direct,
+// the ring or halving-doubling, as options.allreduce says, or by the number of ranks taking
+// part and the size of the data.
 class Allreduce {
  public:
   Allreduce(Transport& transport, CollectiveOptions options = {},
             FloatOps& ops = host_float_ops());
   void run(Region& region, std::span<float> data, ReduceOp op, Tag tag);
   void set_ranks(std::vector<int> ranks);
-  // Which one run() takes for `ranks` ranks taking part.
-  AllreduceAlgorithm algorithm_for(std::size_t ranks) const;
+  // Which one run() takes for `ranks` ranks taking part and `floats` of data.
+  AllreduceAlgorithm algorithm_for(std::size_t ranks, std::size_t floats) const;
 
  private:
   CollectiveOptions options_;
@@ -127,7 +150,12 @@ class Allreduce {
   std::size_t ranks_;  // taking part: set_ranks()'s, or the world's
   RingAllreduce ring_;
   HalvingDoublingAllreduce halving_;
+  DirectAllreduce direct_;
 };
+
+// The automatic choice (AllreduceAlgorithm::kAuto) for `ranks` ranks taking part, `bytes` of
+// data and pieces of `chunk_bytes`; the cost model's plans make the same one.
+AllreduceAlgorithm auto_allreduce(std::size_t ranks, double bytes, double chunk_bytes);
 
 // One-shot form (registers a scratch region per call).
 void ring_allreduce(Transport& transport, Region& region, std::span<float> data, ReduceOp op,

@@ -34,20 +34,35 @@ TEST_CASE("every registered algorithm states its plan", "[optimizers][cost]") {
   CHECK(plan(config("dpsgd", 1)).parts.empty());  // one peer sends nothing
 }
 
-TEST_CASE("the allreduce plans count the ring's and halving-doubling's phases",
+TEST_CASE("the allreduce plans count the direct, ring and halving-doubling phases",
           "[optimizers][cost]") {
-  // 4 ranks: 2(N-1) = 6 phases of a quarter each; a rank sends 2 (N-1)/N of the vector.
+  // 4 ranks, segments of one piece: direct, 2 phases of 3 messages of a quarter each; a rank
+  // sends 2 (N-1)/N of the vector.
   CommPlan p = plan(config("allreduce", 4));
   REQUIRE(p.parts.size() == 1);
-  CHECK(p.parts[0].phases == 6);
+  CHECK(p.parts[0].phases == 2);
   CHECK(p.parts[0].message_bytes == kBytes / 4);
-  CHECK(p.parts[0].bytes_per_phase == kBytes / 4);
+  CHECK(p.parts[0].bytes_per_phase == 3 * kBytes / 4);
   CHECK(p.bytes_per_step() == Approx(2.0 * 3 / 4 * kBytes));
-  // Every H = 4 steps, with a bf16 wire: a quarter of the steps, half the bytes.
+  // 8 ranks: the ring, 2(N-1) = 14 phases of an eighth each.
+  p = plan(config("allreduce", 8));
+  REQUIRE(p.parts.size() == 1);
+  CHECK(p.parts[0].phases == 14);
+  CHECK(p.parts[0].message_bytes == kBytes / 8);
+  CHECK(p.parts[0].bytes_per_phase == kBytes / 8);
+  CHECK(p.bytes_per_step() == Approx(2.0 * 7 / 8 * kBytes));
+  // Every H = 4 steps, with a bf16 wire: a quarter of the steps, half the bytes, and the
+  // 16-bit ring (HalfRingAllreduce) whatever the size: 6 phases.
   ExperimentConfig c = config("allreduce", 4);
   c.algorithm.local_steps = 4;
   c.algorithm.wire.format = "bf16";
+  CHECK(plan(c).parts[0].phases == 6);
   CHECK(plan(c).bytes_per_step() == Approx(2.0 * 3 / 4 * kBytes / 2 / 4));
+  // 4 ranks whose segments are two pieces: the ring, which pipelines them.
+  c = config("allreduce", 4);
+  c.transport.chunk_bytes = 500;
+  CHECK(plan(c).parts[0].phases == 6);
+  CHECK(plan(c).parts[0].chunks == 2);
   // Pieces of chunk_bytes: a segment above it travels in messages of that size.
   c = config("allreduce", 2);
   c.transport.chunk_bytes = 1000;
@@ -66,14 +81,19 @@ TEST_CASE("the allreduce plans count the ring's and halving-doubling's phases",
 }
 
 TEST_CASE("gradient buckets, DGC and the local-SGD schedules", "[optimizers][cost]") {
-  // Gradients in buckets of 1000 bytes with overlap: 4 allreduces of 6 phases of 250 bytes.
+  // Gradients in buckets of 1000 bytes with overlap: 4 direct allreduces, each 2 phases of
+  // 3 messages of 250 bytes.
   ExperimentConfig c = config("allreduce", 4);
   c.algorithm.average = "gradients";
   c.algorithm.overlap = true;
   c.algorithm.bucket_mb = 1000.0 / (1 << 20);
   CommPlan p = plan(c);
   REQUIRE(p.parts.size() == 4);
-  for (const CommPart& part : p.parts) CHECK(part.bytes_per_phase == Approx(250));
+  for (const CommPart& part : p.parts) {
+    CHECK(part.phases == 2);
+    CHECK(part.message_bytes == Approx(250));
+    CHECK(part.bytes_per_phase == Approx(750));
+  }
   CHECK(p.bytes_per_step() == Approx(2.0 * 3 / 4 * kBytes));
   // DGC at 1% without warm-up: 10 pairs each; 4 ranks double twice: 10 pairs, then 20
   // (disjoint), 8 bytes each behind a 16-byte header.

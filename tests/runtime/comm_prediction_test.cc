@@ -38,10 +38,15 @@ TEST_CASE("a prediction is the plan priced by the fit", "[runtime][cost]") {
   CHECK(p.fitted_ranks == 4);
   CHECK(p.seconds == Approx(10 * (100e-6 + 1e-9 * 8000)));
   CHECK(p.bytes_sent == Approx(10 * 8000 + 6 * 1000));  // and the final average
-  // The allreduce every step: 6 phases of 1000 bytes.
+  // The allreduce every step, direct (segments of 1000 bytes, one piece): 2 phases of 3 x 1000
+  // bytes; in pieces of 500 bytes, the ring: 6 phases of 2 pieces, pipelined, 7 piece times.
   ExperimentConfig c = ring4();
   c.algorithm.name = "allreduce";
-  CHECK(predict_comm(c, flat_model(), "tcp", 1000, 10).seconds == Approx(10 * 6 * (100e-6 + 1e-9 * 1000)));
+  CHECK(predict_comm(c, flat_model(), "tcp", 1000, 10).seconds == Approx(10 * 2 * (100e-6 + 1e-9 * 3000)));
+  c.transport.chunk_bytes = 500;
+  CHECK(predict_comm(c, flat_model(), "tcp", 1000, 10).seconds ==
+        Approx(10 * 7 * (100e-6 + 1e-9 * 500)));
+  c.transport.chunk_bytes = ExperimentConfig{}.transport.chunk_bytes;
   // 8 peers use the fit at 4, the nearest count below.
   c.world.size = 8;
   CHECK(predict_comm(c, flat_model(), "tcp", 1000, 10).fitted_ranks == 4);

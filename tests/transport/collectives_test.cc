@@ -1,5 +1,5 @@
 // Collectives on every backend built, with 2 to 8 ranks (threads for inproc, processes
-// otherwise): the ring and the halving-doubling allreduce against the exact sum, and the
+// otherwise): the ring, halving-doubling and direct allreduces against the exact sum, and the
 // ring-neighbor exchange; and Allreduce's choice and subsets on 100 inproc ranks.
 #include <catch2/catch.hpp>
 
@@ -108,10 +108,50 @@ TEST_CASE("halving-doubling allreduce equals the exact sum, the same on every ra
   CHECK(failures(results).empty());
 }
 
-TEST_CASE("Allreduce takes halving-doubling for large worlds and for a subset of ranks",
+TEST_CASE("direct allreduce equals the exact sum, the same on every rank",
+          "[transport][multiproc]") {
+  // Segments of unequal length (n not a multiple of N, n < N), pieces of 64 KiB numbering the
+  // chunk field, on every backend; twice over the same scratch.
+  auto backend = GENERATE(from_range(built_backends()));
+  auto ranks = GENERATE(2, 3, 4);
+  CAPTURE(backend, ranks);
+  const std::vector<std::size_t> sizes{0, 1, 5, 1000003};
+  auto results = run_ranks(backend, ranks, [&](RankContext& ctx) {
+    Transport& t = ctx.transport();
+    DirectAllreduce allreduce(t, test_options(64 << 10));
+    const TagLayout layout(t);
+    int round = 0;
+    for (std::size_t n : sizes) {
+      for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kAverage}) {
+        std::vector<float> x(n);
+        for (std::size_t i = 0; i < n; ++i) x[i] = input(ctx.rank(), i);
+        auto region = t.register_region(std::as_writable_bytes(std::span(x)));
+        allreduce.run(*region, x, op, layout.make(purpose::kBenchmark, ++round));
+        check_sum(x, every_rank(ctx.size()), op, n > 100000 ? 7 : 1);
+        check_same_as_neighbors(t, x, every_rank(ctx.size()),
+                                layout.make(purpose::kBenchmark, ++round));
+      }
+    }
+    // Over the first and the last rank only, the others idle (a live subset).
+    const std::vector<int> ends{0, ctx.size() - 1};
+    if (ctx.size() < 3 || (ctx.rank() != 0 && ctx.rank() != ctx.size() - 1)) return;
+    std::vector<float> x(10007);
+    for (std::size_t i = 0; i < x.size(); ++i) x[i] = input(ctx.rank(), i);
+    auto region = t.register_region(std::as_writable_bytes(std::span(x)));
+    allreduce.set_ranks(ends);
+    allreduce.run(*region, x, ReduceOp::kSum, layout.make(purpose::kBenchmark, ++round));
+    check_sum(x, ends, ReduceOp::kSum, 1);
+    check_same_as_neighbors(t, x, ends, layout.make(purpose::kBenchmark, ++round));
+  });
+  INFO(failures(results));
+  CHECK(failures(results).empty());
+}
+
+TEST_CASE("Allreduce takes halving-doubling for large worlds, direct for small data on 3 and 4",
           "[transport]") {
   // Threads: 100 ranks (64 + 36), then 37 of them (32 + 5), the others idle, as the live
-  // allreduce leaves the dead out. The auto choice: the ring up to kRingMaxRanks.
+  // allreduce leaves the dead out. The auto choice: direct for 3 and 4 ranks whose segments
+  // are one piece, else the ring up to kRingMaxRanks.
   constexpr int kWorld = 100;
   std::vector<int> subset;
   for (int r = 0; r < kWorld; r += 3) subset.push_back(r);  // 34 of them, 0 to 99
@@ -121,9 +161,15 @@ TEST_CASE("Allreduce takes halving-doubling for large worlds and for a subset of
   auto results = run_ranks("inproc", kWorld, [&](RankContext& ctx) {
     Transport& t = ctx.transport();
     Allreduce allreduce(t, test_options(4 << 10));  // several pieces per step
-    MURMUR_CHECK(allreduce.algorithm_for(kRingMaxRanks) == AllreduceAlgorithm::kRing);
-    MURMUR_CHECK(allreduce.algorithm_for(kRingMaxRanks + 1) ==
+    // 4 KiB pieces: 4 ranks' segments of 1024 floats are one piece, of 1025 two.
+    MURMUR_CHECK(allreduce.algorithm_for(kRingMaxRanks, 1) == AllreduceAlgorithm::kRing);
+    MURMUR_CHECK(allreduce.algorithm_for(kRingMaxRanks + 1, 1) ==
                  AllreduceAlgorithm::kHalvingDoubling);
+    MURMUR_CHECK(allreduce.algorithm_for(2, 1) == AllreduceAlgorithm::kRing);
+    MURMUR_CHECK(allreduce.algorithm_for(3, 1) == AllreduceAlgorithm::kDirect);
+    MURMUR_CHECK(allreduce.algorithm_for(4, 4 * 1024) == AllreduceAlgorithm::kDirect);
+    MURMUR_CHECK(allreduce.algorithm_for(4, 4 * 1025) == AllreduceAlgorithm::kRing);
+    MURMUR_CHECK(allreduce.algorithm_for(5, 1) == AllreduceAlgorithm::kRing);
     const TagLayout layout(t);
     std::vector<float> x(10007);
     auto region = t.register_region(std::as_writable_bytes(std::span(x)));
