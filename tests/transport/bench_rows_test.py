@@ -77,7 +77,8 @@ def main():
         if "bench_mpi: median of 2 interleaved rounds per row" not in lines:
             failures.append(f"bench_mpi does not say it took medians of 2 rounds: {p.stdout[-2000:]}")
         table = [l.split() for l in lines if l.startswith("tcp ")]
-        if sorted(t[1] for t in table) != ["allreduce", "allreduce_hd", "p2p", "ring_exchange"]:
+        if sorted(t[1] for t in table) != ["allreduce", "allreduce_direct", "allreduce_hd", "p2p",
+                                           "ring_exchange"]:
             failures.append(f"bench_mpi's tcp rows: {table}")
         for t in table:
             # backend pattern np bytes Gbit/s mpi-tcp mpi-vader gloo x-tcp x-vader x-gloo
