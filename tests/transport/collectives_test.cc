@@ -79,6 +79,26 @@ TEST_CASE("ring allreduce equals the exact sum within float rounding", "[transpo
   CHECK(failures(results).empty());
 }
 
+// Runs `allreduce` (halving-doubling or direct) over every rank on 0, 1, 5 and 1000003 floats,
+// sum and mean, numbering tags from `round`; throws unless each result is the exact sum and
+// the same as the neighbors'.
+template <class Algorithm>
+void sum_of_every_size(RankContext& ctx, Algorithm& allreduce, int& round) {
+  Transport& t = ctx.transport();
+  const TagLayout layout(t);
+  for (std::size_t n : {std::size_t{0}, std::size_t{1}, std::size_t{5}, std::size_t{1000003}}) {
+    for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kAverage}) {
+      std::vector<float> x(n);
+      for (std::size_t i = 0; i < n; ++i) x[i] = input(ctx.rank(), i);
+      auto region = t.register_region(std::as_writable_bytes(std::span(x)));
+      allreduce.run(*region, x, op, layout.make(purpose::kBenchmark, ++round));
+      check_sum(x, every_rank(ctx.size()), op, n > 100000 ? 7 : 1);
+      check_same_as_neighbors(t, x, every_rank(ctx.size()),
+                              layout.make(purpose::kBenchmark, ++round));
+    }
+  }
+}
+
 TEST_CASE("halving-doubling allreduce equals the exact sum, the same on every rank",
           "[transport][multiproc]") {
   // Powers of two and not (3 = 2 + 1, 5 = 4 + 1, 6 = 4 + 2: ranks fold in and take the result
@@ -86,23 +106,11 @@ TEST_CASE("halving-doubling allreduce equals the exact sum, the same on every ra
   auto backend = GENERATE(from_range(built_backends()));
   auto ranks = GENERATE(2, 3, 5, 6, 8);
   CAPTURE(backend, ranks);
-  const std::vector<std::size_t> sizes{0, 1, 5, 1000003};
   auto results = run_ranks(backend, ranks, [&](RankContext& ctx) {
     Transport& t = ctx.transport();
     HalvingDoublingAllreduce allreduce(t, test_options(64 << 10));
-    const TagLayout layout(t);
     int round = 0;
-    for (std::size_t n : sizes) {
-      for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kAverage}) {
-        std::vector<float> x(n);
-        for (std::size_t i = 0; i < n; ++i) x[i] = input(ctx.rank(), i);
-        auto region = t.register_region(std::as_writable_bytes(std::span(x)));
-        allreduce.run(*region, x, op, layout.make(purpose::kBenchmark, ++round));
-        check_sum(x, every_rank(ctx.size()), op, n > 100000 ? 7 : 1);
-        check_same_as_neighbors(t, x, every_rank(ctx.size()),
-                                layout.make(purpose::kBenchmark, ++round));
-      }
-    }
+    sum_of_every_size(ctx, allreduce, round);
   });
   INFO(failures(results));
   CHECK(failures(results).empty());
@@ -115,23 +123,12 @@ TEST_CASE("direct allreduce equals the exact sum, the same on every rank",
   auto backend = GENERATE(from_range(built_backends()));
   auto ranks = GENERATE(2, 3, 4);
   CAPTURE(backend, ranks);
-  const std::vector<std::size_t> sizes{0, 1, 5, 1000003};
   auto results = run_ranks(backend, ranks, [&](RankContext& ctx) {
     Transport& t = ctx.transport();
     DirectAllreduce allreduce(t, test_options(64 << 10));
     const TagLayout layout(t);
     int round = 0;
-    for (std::size_t n : sizes) {
-      for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kAverage}) {
-        std::vector<float> x(n);
-        for (std::size_t i = 0; i < n; ++i) x[i] = input(ctx.rank(), i);
-        auto region = t.register_region(std::as_writable_bytes(std::span(x)));
-        allreduce.run(*region, x, op, layout.make(purpose::kBenchmark, ++round));
-        check_sum(x, every_rank(ctx.size()), op, n > 100000 ? 7 : 1);
-        check_same_as_neighbors(t, x, every_rank(ctx.size()),
-                                layout.make(purpose::kBenchmark, ++round));
-      }
-    }
+    sum_of_every_size(ctx, allreduce, round);
     // Over the first and the last rank only, the others idle (a live subset).
     const std::vector<int> ends{0, ctx.size() - 1};
     if (ctx.size() < 3 || (ctx.rank() != 0 && ctx.rank() != ctx.size() - 1)) return;
