@@ -40,12 +40,21 @@ TEST_CASE("agreement: a rank that never answers is dead for everyone", "[members
   CAPTURE(backend);
   auto results = run_ranks(backend, 3, [](transport::testing::RankContext& ctx) {
     LiveSet live(3, ctx.rank(), murmur::testing::scaled(kPeerTimeout));
-    if (ctx.rank() == 2) {  // alive, but never enters the agreement
-      std::this_thread::sleep_for(murmur::testing::scaled(kPeerTimeout) * 6);
+    auto& t = ctx.transport();
+    const transport::Tag done = transport::TagLayout(t).make(transport::purpose::kBenchmark, 0);
+    std::array<std::byte, 1> byte{};
+    auto region = t.register_region(byte);
+    if (ctx.rank() == 2) {  // alive, but never enters the agreement; stays until rank 0 agreed
+      auto r = t.recv(0, done, *region, {0, 1});
+      MURMUR_CHECK(t.wait(r, transport::deadline_after(murmur::testing::scaled(kPeerTimeout) * 8)));
       return;
     }
-    agree(ctx.transport(), live, 5);
+    agree(t, live, 5);
     MURMUR_CHECK(ranks_of(live) == (std::vector<int>{0, 1}));
+    if (ctx.rank() == 0) {
+      auto s = t.send(2, done, *region, {0, 1});
+      MURMUR_CHECK(t.wait(s, transport::deadline_after(murmur::testing::scaled(kPeerTimeout) * 2)));
+    }
   });
   INFO(failures(results));
   CHECK(failures(results).empty());

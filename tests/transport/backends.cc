@@ -45,9 +45,10 @@ void check_failed(const char* expr, const char* file, int line) {
 }
 
 void RankContext::die() {
-  if (backend_ != "inproc") ::_exit(kDiedCode);
-  // Leave the world first: peers must not copy from buffers that unwinding is about to free.
+  // inproc: leave the world first, peers must not copy from buffers that unwinding is about to
+  // free. A process: tell the harness not to wait for it at the end (it touches no transport).
   if (on_die_) on_die_();
+  if (backend_ != "inproc") ::_exit(kDiedCode);
   throw Died{};
 }
 
@@ -137,9 +138,13 @@ static std::vector<RankResult> run_threads(int size, const std::function<void(Ra
 }
 
 // A barrier of forked ranks through files in the run's temp dir.
+static void arrive(const std::string& dir, int rank) {
+  std::ofstream(fmt::format("{}/done-{}", dir, rank)).put('1');
+}
+
 static void arrive_and_wait(const std::string& dir, int rank, int size,
                             std::chrono::milliseconds limit) {
-  std::ofstream(fmt::format("{}/done-{}", dir, rank)).put('1');
+  arrive(dir, rank);
   const auto deadline = std::chrono::steady_clock::now() + limit;
   for (int q = 0; q < size; ++q) {
     while (!std::filesystem::exists(fmt::format("{}/done-{}", dir, q)) &&
@@ -170,12 +175,13 @@ static std::vector<RankResult> run_processes(const std::string& backend, int siz
         TransportConfig config = loopback_config(backend, dir);
         if (options.configure) options.configure(config, r);
         auto transport = make_transport(config, r, size);
-        RankContext ctx(*transport, backend);
+        // A rank that dies arrives on its way out: the others need not wait for it below.
+        RankContext ctx(*transport, backend, [&dir, r] { arrive(dir, r); });
         body(ctx);
         code = 0;
         // Like MPI_Finalize: nobody tears its transport down while others may still be
         // talking to it (a closed UCX endpoint turns the peers' last receives into
-        // "Endpoint timeout"). A rank that died never arrives; the wait is bounded.
+        // "Endpoint timeout"). A rank that never comes (one that hangs) is bounded.
         arrive_and_wait(dir, r, size, murmur::testing::scaled(std::chrono::milliseconds(5000)));
       } catch (const std::exception& e) {
         message = e.what();

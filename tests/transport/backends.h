@@ -35,7 +35,8 @@ class RankContext {
  private:
   Transport& transport_;
   std::string backend_;
-  std::function<void()> on_die_;  // inproc: leaves the world before the stack unwinds
+  // inproc: leaves the world before the stack unwinds; a process: marks itself arrived
+  std::function<void()> on_die_;
 };
 
 struct RunOptions {

@@ -59,7 +59,10 @@ TEST_CASE("ring allreduce equals the exact sum within float rounding", "[transpo
   auto backend = GENERATE(from_range(built_backends()));
   auto ranks = GENERATE(2, 4, 8);
   CAPTURE(backend, ranks);
-  const std::vector<std::size_t> sizes{0, 1, 5, 1000003, 4u << 20};
+  // Under TSan: 300007 floats, still several 64 KiB pieces per step with 8 ranks.
+  const std::vector<std::size_t> sizes =
+      murmur::testing::data_sizes({0, 1, 5, murmur::testing::data_size(1000003, 300007), 4u << 20},
+                                  300007);
   auto results = run_ranks(backend, ranks, [&](RankContext& ctx) {
     Transport& t = ctx.transport();
     RingAllreduce allreduce(t, test_options(64 << 10));
@@ -79,14 +82,15 @@ TEST_CASE("ring allreduce equals the exact sum within float rounding", "[transpo
   CHECK(failures(results).empty());
 }
 
-// Runs `allreduce` (halving-doubling or direct) over every rank on 0, 1, 5 and 1000003 floats,
-// sum and mean, numbering tags from `round`; throws unless each result is the exact sum and
-// the same as the neighbors'.
+// Runs `allreduce` (halving-doubling or direct) over every rank on 0, 1, 5 and 1000003 floats
+// (300007 under TSan), sum and mean, numbering tags from `round`; throws unless each result is
+// the exact sum and the same as the neighbors'.
 template <class Algorithm>
 void sum_of_every_size(RankContext& ctx, Algorithm& allreduce, int& round) {
   Transport& t = ctx.transport();
   const TagLayout layout(t);
-  for (std::size_t n : {std::size_t{0}, std::size_t{1}, std::size_t{5}, std::size_t{1000003}}) {
+  for (std::size_t n : {std::size_t{0}, std::size_t{1}, std::size_t{5},
+                        murmur::testing::data_size(1000003, 300007)}) {
     for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kAverage}) {
       std::vector<float> x(n);
       for (std::size_t i = 0; i < n; ++i) x[i] = input(ctx.rank(), i);

@@ -37,7 +37,8 @@ bool matches(std::span<const std::byte> bytes, std::uint64_t seed) {
   return true;
 }
 
-const std::vector<std::size_t> kSizes = {0, 1, 7, 4096, 65539, 1 << 20, (8 << 20) + 1, 64 << 20};
+const std::vector<std::size_t> kSizes = murmur::testing::data_sizes(
+    {0, 1, 7, 4096, 65539, 1 << 20, (8 << 20) + 1, 64 << 20}, (8 << 20) + 1);
 
 testing::Env env_for(const std::string&) { return {{"FI_TCP_IFACE", "lo"}}; }
 

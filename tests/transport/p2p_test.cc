@@ -34,7 +34,8 @@ bool matches(std::span<const std::byte> b, std::uint64_t seed) {
 
 // Both directions at once, each size under its own tag.
 std::vector<RankResult> exchange_sizes(const std::string& backend, const RunOptions& options = {}) {
-  const std::vector<std::size_t> sizes{0, 1, 7, 4096, (1u << 20) + 3, 64u << 20};
+  const std::vector<std::size_t> sizes = murmur::testing::data_sizes(
+      {0, 1, 7, 4096, (1u << 20) + 3, (8u << 20) + 5, 64u << 20}, (8u << 20) + 5);
   return run_ranks(backend, 2, [&](RankContext& ctx) {
     Transport& t = ctx.transport();
     int other = 1 - ctx.rank();
