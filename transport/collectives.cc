@@ -65,6 +65,7 @@ AllreducePlace allreduce_place(const Transport& transport, std::span<const int> 
                                const Region& region, std::span<const float> data, Tag tag,
                                const char* what) {
   AllreducePlace place;
+  place.subset = ranks;
   if (ranks.empty()) {
     place.ranks = static_cast<std::size_t>(transport.world_size());
     place.index = static_cast<std::size_t>(transport.rank());
@@ -89,24 +90,25 @@ AllreducePlace allreduce_place(const Transport& transport, std::span<const int> 
   return place;
 }
 
+std::size_t piece_elements(const Transport& transport, std::size_t chunk_bytes,
+                           std::size_t element_bytes, std::size_t count) {
+  const auto max_chunks = static_cast<std::size_t>(TagLayout(transport).max_chunks());
+  return std::max<std::size_t>({1, chunk_bytes / element_bytes, (count + max_chunks - 1) / max_chunks});
+}
+
 void RingAllreduce::run(Region& region, std::span<float> data, ReduceOp op, Tag tag) {
   // Position r in a ring of N: the world, or the subset set_ranks() gave.
   const AllreducePlace place = allreduce_place(transport_, ranks_, region, data, tag, "ring_allreduce");
-  const bool subset = !ranks_.empty();
   const std::size_t N = place.ranks, n = data.size(), r = place.index;
   if (N == 1 || n == 0) return;
   const TagLayout layout(transport_);
-  const std::size_t data_offset = place.data_offset;
 
   // Segment s is [begin(s), begin(s+1)); each splits into the same number of chunks so that
   // chunk c of step k feeds chunk c of step k+1 (the pipeline).
   auto begin = [&](std::size_t s) { return s * n / N; };
   const std::size_t max_segment = (n + N - 1) / N;
-  // Chunks of transport.chunk_bytes, or larger where the tag's chunk field could not number
-  // them all.
-  const std::size_t max_chunks = static_cast<std::size_t>(layout.max_chunks());
-  const std::size_t chunk_floats = std::max<std::size_t>(
-      {1, options_.chunk_bytes / sizeof(float), (max_segment + max_chunks - 1) / max_chunks});
+  const std::size_t chunk_floats =
+      piece_elements(transport_, options_.chunk_bytes, sizeof(float), max_segment);
   const std::size_t chunks = std::max<std::size_t>(1, (max_segment + chunk_floats - 1) / chunk_floats);
   struct Span { std::size_t first, count; };
   auto chunk = [&](std::size_t s, std::size_t c) {
@@ -124,12 +126,11 @@ void RingAllreduce::run(Region& region, std::span<float> data, ReduceOp op, Tag 
   // Step k sends segment (r - k) and receives segment (r - k - 1) mod N; steps 0..N-2 reduce
   // (reduce-scatter), steps N-1..2N-3 copy (allgather).
   const std::size_t steps = 2 * (N - 1);
-  auto rank_at = [&](std::size_t i) { return subset ? ranks_[i] : static_cast<int>(i); };
-  const int left = rank_at((r + N - 1) % N), right = rank_at((r + 1) % N);
+  const int left = place.rank_at((r + N - 1) % N), right = place.rank_at((r + 1) % N);
   auto send_segment = [&](std::size_t k) { return (r + N * steps - k) % N; };
   auto recv_segment = [&](std::size_t k) { return (r + N * steps - k - 1) % N; };
   auto tag_of = [&](std::size_t k, std::size_t c) { return layout.with(tag, k, c); };
-  auto in_data = [&](Span s) { return ByteRange{data_offset + s.first * sizeof(float), s.count * sizeof(float)}; };
+  auto in_data = [&](Span s) { return place.floats(s.first, s.count); };
   auto cell_of = [&](std::size_t k, std::size_t c) { return ((k % 2) * chunks + c) * cell; };
   auto in_scratch = [&](std::size_t k, std::size_t c, Span s) {
     return ByteRange{cell_of(k, c) * sizeof(float), s.count * sizeof(float)};

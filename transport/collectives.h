@@ -60,16 +60,29 @@ std::vector<std::size_t> neighbor_exchange(Transport& transport, Tag tag, const 
 
 enum class ReduceOp { kSum, kAverage };
 
-// Where a rank and its data stand in an allreduce over `ranks` (empty: the world), for the two
-// algorithms below: how many take part, this rank's index among them, and the data's byte
-// offset in its region. Throws TransportError, `what` first, if this rank is not among `ranks`,
-// `tag` has its step or chunk set, or `data` is not inside `region`.
+// Where a rank and its data stand in an allreduce over `ranks` (empty: the world), for the
+// algorithms below: how many take part, this rank's index among them, who stands at each
+// index, and where the data lies in its region. Throws TransportError, `what` first, if this
+// rank is not among `ranks`, `tag` has its step or chunk set, or `data` is not inside `region`.
 struct AllreducePlace {
   std::size_t ranks = 0, index = 0, data_offset = 0;
+  std::span<const int> subset;  // the ranks taking part; empty: the world, index = rank
+
+  int rank_at(std::size_t i) const { return subset.empty() ? static_cast<int>(i) : subset[i]; }
+  // The data's floats [first, first + count), as bytes of its region.
+  ByteRange floats(std::size_t first, std::size_t count) const {
+    return {data_offset + first * sizeof(float), count * sizeof(float)};
+  }
 };
 AllreducePlace allreduce_place(const Transport& transport, std::span<const int> ranks,
                                const Region& region, std::span<const float> data, Tag tag,
                                const char* what);
+
+// The elements of one piece when `count` elements of `element_bytes` each go in pieces:
+// chunk_bytes' worth, or more where the tag's chunk field could not number them all. Both
+// sides of a transfer cut alike.
+std::size_t piece_elements(const Transport& transport, std::size_t chunk_bytes,
+                           std::size_t element_bytes, std::size_t count);
 
 // What an allreduce algorithm keeps between calls: a scratch region (registered once, like the
 // arena) and the ranks it runs over. `ops` (host memory and loops by default) holds the scratch

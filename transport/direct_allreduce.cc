@@ -21,13 +21,9 @@ namespace murmur::transport {
 void DirectAllreduce::run(Region& region, std::span<float> data, ReduceOp op, Tag tag) {
   const AllreducePlace place =
       allreduce_place(transport_, ranks_, region, data, tag, "direct allreduce");
-  const bool subset = !ranks_.empty();
   const std::size_t N = place.ranks, n = data.size(), i = place.index;
   if (N == 1 || n == 0) return;
   const TagLayout layout(transport_);
-  auto rank_at = [&](std::size_t index) {
-    return subset ? ranks_[index] : static_cast<int>(index);
-  };
   auto begin = [&](std::size_t s) { return s * n / N; };
   const std::size_t max_segment = (n + N - 1) / N;
   // One slot per other index, in the order of `distance` (1 .. N-1) below.
@@ -35,19 +31,14 @@ void DirectAllreduce::run(Region& region, std::span<float> data, ReduceOp op, Ta
     scratch_.region.reset();  // the old registration goes before its memory
     scratch_ = ops_.scratch(transport_, (N - 1) * max_segment);
   }
-  // Pieces of chunk_bytes, or larger where the tag's chunk field could not number them all;
-  // both sides cut a segment alike.
-  const std::size_t max_chunks = static_cast<std::size_t>(layout.max_chunks());
-  const std::size_t piece = std::max<std::size_t>(
-      {1, options_.chunk_bytes / sizeof(float), (max_segment + max_chunks - 1) / max_chunks});
+  const std::size_t piece =
+      piece_elements(transport_, options_.chunk_bytes, sizeof(float), max_segment);
   auto for_pieces = [&](std::size_t count, auto&& each) {
     for (std::size_t a = 0, c = 0; a < count; a += piece, ++c) {
       each(a, std::min(piece, count - a), c);
     }
   };
-  auto in_data = [&](std::size_t first, std::size_t count) {
-    return ByteRange{place.data_offset + first * sizeof(float), count * sizeof(float)};
-  };
+  auto in_data = [&](std::size_t first, std::size_t count) { return place.floats(first, count); };
 
   std::vector<Request> recvs, sends;
   CancelOnUnwind guard(transport_);
@@ -61,7 +52,7 @@ void DirectAllreduce::run(Region& region, std::span<float> data, ReduceOp op, Ta
   // Step 0: the reduce-scatter. Index i - d lands in slot d - 1.
   const std::size_t mine = begin(i), mine_count = begin(i + 1) - mine;
   for (std::size_t d = 1; d < N; ++d) {
-    const int from = rank_at((i + N - d) % N);
+    const int from = place.rank_at((i + N - d) % N);
     const std::size_t slot = (d - 1) * max_segment;
     for_pieces(mine_count, [&](std::size_t a, std::size_t len, std::size_t c) {
       recvs.push_back(transport_.recv(from, layout.with(tag, 0, c), *scratch_.region,
@@ -73,7 +64,7 @@ void DirectAllreduce::run(Region& region, std::span<float> data, ReduceOp op, Ta
     const std::size_t first = begin(j), count = begin(j + 1) - first;
     for_pieces(count, [&](std::size_t a, std::size_t len, std::size_t c) {
       sends.push_back(
-          transport_.send(rank_at(j), layout.with(tag, 0, c), region, in_data(first + a, len)));
+          transport_.send(place.rank_at(j), layout.with(tag, 0, c), region, in_data(first + a, len)));
     });
   }
   const std::span<float> x = data.subspan(mine, mine_count);
@@ -96,11 +87,11 @@ void DirectAllreduce::run(Region& region, std::span<float> data, ReduceOp op, Ta
     const std::size_t first = begin(j), count = begin(j + 1) - first;
     for_pieces(count, [&](std::size_t a, std::size_t len, std::size_t c) {
       recvs.push_back(
-          transport_.recv(rank_at(j), layout.with(tag, 1, c), region, in_data(first + a, len)));
+          transport_.recv(place.rank_at(j), layout.with(tag, 1, c), region, in_data(first + a, len)));
     });
   }
   for (std::size_t d = 1; d < N; ++d) {
-    const int to = rank_at((i + d) % N);
+    const int to = place.rank_at((i + d) % N);
     for_pieces(mine_count, [&](std::size_t a, std::size_t len, std::size_t c) {
       sends.push_back(transport_.send(to, layout.with(tag, 1, c), region, in_data(mine + a, len)));
     });

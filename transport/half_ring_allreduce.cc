@@ -41,9 +41,8 @@ void HalfRingAllreduce::run(std::span<float> data, ReduceOp op, Tag tag) {
   // chunk c of step k into chunk c of step k+1.
   auto begin = [&](std::size_t s) { return s * n / N; };
   const std::size_t max_segment = (n + N - 1) / N;
-  const auto max_chunks = static_cast<std::size_t>(layout.max_chunks());
-  const std::size_t chunk_values = std::max<std::size_t>(
-      {1, options_.chunk_bytes / sizeof(std::uint16_t), (max_segment + max_chunks - 1) / max_chunks});
+  const std::size_t chunk_values =
+      piece_elements(transport_, options_.chunk_bytes, sizeof(std::uint16_t), max_segment);
   const std::size_t chunks = std::max<std::size_t>(1, (max_segment + chunk_values - 1) / chunk_values);
   struct Span { std::size_t first, count; };
   auto chunk = [&](std::size_t s, std::size_t c) {

@@ -30,11 +30,9 @@ struct Window {
 void HalvingDoublingAllreduce::run(Region& region, std::span<float> data, ReduceOp op, Tag tag) {
   const AllreducePlace place =
       allreduce_place(transport_, ranks_, region, data, tag, "halving-doubling allreduce");
-  const bool subset = !ranks_.empty();
   const std::size_t N = place.ranks, n = data.size(), i = place.index;
   if (N == 1 || n == 0) return;
   const TagLayout layout(transport_);
-  const std::size_t data_offset = place.data_offset;
 
   const std::size_t p = std::bit_floor(N), q = N - p;
   const auto levels = static_cast<std::uint64_t>(std::countr_zero(p));
@@ -43,9 +41,6 @@ void HalvingDoublingAllreduce::run(Region& region, std::span<float> data, Reduce
     throw TransportError(fmt::format("halving-doubling allreduce: {} steps for {} ranks, but the "
                                      "tag layout numbers {}", last_step + 1, N, layout.max_steps()));
   }
-  auto rank_at = [&](std::size_t index) {
-    return subset ? ranks_[index] : static_cast<int>(index);
-  };
   const bool folds = i < 2 * q && i % 2 == 0;  // hands its data on, takes the result back
   const std::size_t v = i < 2 * q ? i / 2 : i - q;
   auto index_of = [&](std::size_t virt) { return virt < q ? 2 * virt + 1 : virt + q; };
@@ -56,20 +51,16 @@ void HalvingDoublingAllreduce::run(Region& region, std::span<float> data, Reduce
     scratch_.region.reset();  // the old registration goes before its memory
     scratch_ = ops_.scratch(transport_, scratch_floats);
   }
-  // Pieces of chunk_bytes, or larger where the tag's chunk field could not number them all;
-  // both sides cut a window of the same size alike.
-  const std::size_t max_chunks = static_cast<std::size_t>(layout.max_chunks());
-  // Calls each(first, count, c) for piece c of `window`, offsets relative to its start.
+  // Calls each(first, count, c) for piece c of `window`, offsets relative to its start; both
+  // sides cut a window of the same size alike.
   auto for_pieces = [&](const Window& window, auto&& each) {
-    const std::size_t piece = std::max<std::size_t>(
-        {1, options_.chunk_bytes / sizeof(float), (window.count + max_chunks - 1) / max_chunks});
+    const std::size_t piece =
+        piece_elements(transport_, options_.chunk_bytes, sizeof(float), window.count);
     for (std::size_t a = 0, c = 0; a < window.count; a += piece, ++c) {
       each(a, std::min(piece, window.count - a), c);
     }
   };
-  auto in_data = [&](std::size_t first, std::size_t count) {
-    return ByteRange{data_offset + first * sizeof(float), count * sizeof(float)};
-  };
+  auto in_data = [&](std::size_t first, std::size_t count) { return place.floats(first, count); };
   // One step with `peer`: sends window `out` of the data (if any), receives a window of
   // in.count floats into the data at `in` (into_data) or into the scratch's start.
   auto step = [&](std::uint64_t k, int peer, const Window* out, const Window* in, bool into_data) {
@@ -101,19 +92,19 @@ void HalvingDoublingAllreduce::run(Region& region, std::span<float> data, Reduce
 
   const Window all{0, n};
   if (folds) {
-    step(0, rank_at(i + 1), &all, nullptr, false);
-    step(last_step, rank_at(i + 1), nullptr, &all, true);
+    step(0, place.rank_at(i + 1), &all, nullptr, false);
+    step(last_step, place.rank_at(i + 1), nullptr, &all, true);
     return;
   }
   if (i < 2 * q) {  // the odd one of a pair: its data plus its even partner's
-    step(0, rank_at(i - 1), nullptr, &all, false);
+    step(0, place.rank_at(i - 1), nullptr, &all, false);
     ops_.add(data, scratch_.floats.first(n));
   }
   std::vector<Window> above(levels);  // the window held before each halving level
   Window mine = all;
   for (std::uint64_t k = 0; k < levels; ++k) {
     const std::size_t mask = p >> (k + 1);
-    const int partner = rank_at(index_of(v ^ mask));
+    const int partner = place.rank_at(index_of(v ^ mask));
     const Window lower{mine.first, mine.count / 2};
     const Window upper{mine.first + lower.count, mine.count - lower.count};
     const Window& keep = (v & mask) != 0 ? upper : lower;
@@ -128,7 +119,7 @@ void HalvingDoublingAllreduce::run(Region& region, std::span<float> data, Reduce
   }
   for (std::uint64_t k = levels; k-- > 0;) {
     const std::size_t mask = p >> (k + 1);
-    const int partner = rank_at(index_of(v ^ mask));
+    const int partner = place.rank_at(index_of(v ^ mask));
     const Window parent = above[k];
     const Window theirs = mine.first == parent.first
                               ? Window{parent.first + mine.count, parent.count - mine.count}
@@ -136,7 +127,7 @@ void HalvingDoublingAllreduce::run(Region& region, std::span<float> data, Reduce
     step(1 + levels + (levels - 1 - k), partner, &mine, &theirs, true);
     mine = parent;
   }
-  if (i < 2 * q) step(last_step, rank_at(i - 1), &all, nullptr, false);
+  if (i < 2 * q) step(last_step, place.rank_at(i - 1), &all, nullptr, false);
 }
 
 }  // namespace murmur::transport
