@@ -172,6 +172,60 @@ TEST_CASE("a message longer than the recv range is a ProtocolError", "[transport
   CHECK(failures(results).empty());
 }
 
+// Two ranks' too-long messages at once, each many frames, the two with frames of different
+// sizes: the receiver drops both, and both connections carry on. The tcp backend once dropped
+// every peer's frames into one shared buffer, and grew it under a read still landing in it: the
+// two streams mixed (a CRC32C mismatch that cost a live peer's connection, as a 4-rank final
+// allreduce met a 3-rank one in CI) or wrote into freed memory.
+TEST_CASE("two ranks' too-long messages at once are refused, and both connections go on",
+          "[transport][multiproc]") {
+  auto backend = GENERATE(from_range(built_backends()));
+  CAPTURE(backend);
+  RunOptions options;
+  options.configure = [](TransportConfig& c, int rank) {
+    // Rank 2's frames outgrow any socket buffer: their reads wait for more while rank 1's
+    // land.
+    c.chunk_bytes = rank == 1 ? (64 << 10) : (16 << 20);
+  };
+  constexpr std::size_t kLong = (24 << 20) + 13, kNext = (3 << 20) + 7, kRange = 1 << 20;
+  auto results = run_ranks(backend, 3, [&](RankContext& ctx) {
+    Transport& t = ctx.transport();
+    const int r = ctx.rank();
+    if (r != 0) {
+      std::vector<std::byte> out(kLong);
+      fill(out, 100 + r);
+      auto region = t.register_region(out);
+      Request s = t.send(0, 1, *region, {0, kLong});
+      Request next = t.send(0, 2, *region, {0, kNext});
+      MURMUR_CHECK(t.wait(s, soon()));
+      MURMUR_CHECK(t.wait(next, soon()));
+      return;
+    }
+    std::vector<std::byte> in(2 * kNext);
+    auto region = t.register_region(in);
+    std::vector<Request> too_long{t.recv(1, 1, *region, {0, kRange}),
+                                  t.recv(2, 1, *region, {kNext, kRange})};
+    for (Request& q : too_long) {
+      bool threw = false;
+      try {
+        t.wait(q, soon());
+      } catch (const ProtocolError&) {
+        threw = true;
+      }
+      MURMUR_CHECK(threw);
+    }
+    for (int from : {1, 2}) {
+      const std::size_t at = (from - 1) * kNext;
+      Request next = t.recv(from, 2, *region, {at, kNext});
+      MURMUR_CHECK(t.wait(next, soon()));
+      MURMUR_CHECK(next.state()->bytes == kNext);
+      MURMUR_CHECK(matches(std::span(in).subspan(at, kNext), 100 + from));
+    }
+  }, options);
+  INFO(failures(results));
+  CHECK(failures(results).empty());
+}
+
 TEST_CASE("a rank killed mid-transfer surfaces as PeerLost, not a hang", "[transport][multiproc]") {
   auto backend = GENERATE(from_range(built_backends()));
   CAPTURE(backend);

@@ -115,8 +115,9 @@ std::byte* Context::place(Peer& p, const FrameHeader& h) {
     in.unexpected->data.resize(h.offset + h.length);
     return in.unexpected->data.data() + h.offset;
   }
-  discard_.resize(std::max(discard_.size(), static_cast<std::size_t>(h.length)));
-  return discard_.data();
+  // Only this peer's reader uses it, and it never resizes under its own pending read.
+  p.discard.resize(std::max(p.discard.size(), static_cast<std::size_t>(h.length)));
+  return p.discard.data();
 }
 
 void Context::abort_incoming(Peer& p, const FrameHeader& h) {

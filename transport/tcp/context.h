@@ -90,6 +90,10 @@ struct Peer {
     std::shared_ptr<RecvOp> recv;       // the posted recv being filled, or
     Unexpected* unexpected = nullptr;   // the buffer being filled, or neither: discarded
   } incoming;
+  // Where the frames of a message nobody takes land (too long for its recv, or cancelled): this
+  // peer's own, since every peer's reader may be mid-frame at once, and a shared buffer mixed
+  // their bytes, and grew under a read still landing in it.
+  std::vector<std::byte> discard;
   std::exception_ptr error;  // once set, every pending and later op fails with it
   Deadline connect_deadline{};
   Clock::time_point last_progress{};
@@ -180,7 +184,6 @@ class Context {
   asio::ip::tcp::acceptor acceptor_;
   std::string address_;
   std::vector<std::unique_ptr<Peer>> peers_;
-  std::vector<std::byte> discard_;  // payloads of messages nobody will receive
   bool closing_ = false;
   std::atomic<int> open_reads_{0};
   // Per rank: when a frame last arrived from it (or this rank began connecting to it), in
