@@ -1,5 +1,6 @@
-// Thin row-major wrappers over OpenBLAS (cblas.h stays out of every other header). All
-// matrices are row-major with explicit leading dimensions; C = alpha op(A) op(B) + beta C.
+// Thin row-major wrappers over OpenBLAS (cblas.h stays out of every other header), the only
+// way into it: they bound how many threads are inside it at once (blas.cc). All matrices are
+// row-major with explicit leading dimensions; C = alpha op(A) op(B) + beta C.
 #pragma once
 
 #include <cstdint>

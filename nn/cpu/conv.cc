@@ -1,7 +1,5 @@
 #include "nn/cpu/conv.h"
 
-#include <cblas.h>
-
 #include <algorithm>
 #include <cstring>
 #include <string>
@@ -9,6 +7,7 @@
 #include <fmt/format.h>
 
 #include "core/error.h"
+#include "nn/cpu/blas.h"
 #include "nn/cpu/im2col.h"
 
 // Why im2col + GEMM: at the CNN's shapes (batch 64; 1x28x28 -> 32x24x24 and 32x12x12 ->
@@ -87,8 +86,7 @@ void conv2d_forward(const ConvGeometry& g, const float* x, const float* weight, 
     im2col(g, x, first, count, col);
     // With one sample the GEMM's [OC][OHW] result is already that sample's NCHW slab.
     float* out = count == 1 ? y + first * oc_n * plane : yt;
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, oc_n, cols, k, 1.0f, weight, k, col,
-                cols, 0.0f, out, cols);
+    gemm(false, false, oc_n, cols, k, 1.0f, weight, k, col, cols, 0.0f, out, cols);
     for (int n = 0; n < count; ++n) {
       for (int oc = 0; oc < oc_n; ++oc) {
         float* dst = y + ((static_cast<std::size_t>(first + n)) * oc_n + oc) * plane;
@@ -139,12 +137,10 @@ void conv2d_backward(const ConvGeometry& g, const float* x, const float* weight,
     }
     if (!(options.columns_cached && count == g.batch)) im2col(g, x, first, count, col);
     // dW[OC][K] (+)= dY[OC][cols] * col^T
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, oc_n, k, cols, 1.0f, dyc, cols, col, cols,
-                add ? 1.0f : 0.0f, dweight, k);
+    gemm(false, true, oc_n, k, cols, 1.0f, dyc, cols, col, cols, add ? 1.0f : 0.0f, dweight, k);
     if (dx) {
       // dcol[K][cols] = W^T * dY, reusing the column buffer, then fold back onto dx.
-      cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, k, cols, oc_n, 1.0f, weight, k, dyc,
-                  cols, 0.0f, col, cols);
+      gemm(true, false, k, cols, oc_n, 1.0f, weight, k, dyc, cols, 0.0f, col, cols);
       col2im(g, col, first, count, dx);
     }
   }
