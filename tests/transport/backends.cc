@@ -137,7 +137,7 @@ static std::vector<RankResult> run_threads(int size, const std::function<void(Ra
   return results;
 }
 
-// A barrier of forked ranks through files in the run's temp dir.
+// A barrier of forked ranks through files in the run's temp dir: arrive, then wait for all.
 static void arrive(const std::string& dir, int rank) {
   std::ofstream(fmt::format("{}/done-{}", dir, rank)).put('1');
 }
