@@ -19,6 +19,16 @@ void wait_or_lost(Transport& transport, Request& request, std::chrono::milliseco
                              timeout.count()));
 }
 
+void wait_for_piece(Transport& transport, Request& request, std::size_t expected,
+                    std::chrono::milliseconds timeout, const char* what) {
+  wait_or_lost(transport, request, timeout, what);
+  const RequestState* s = request.state();
+  if (s->bytes == expected) return;
+  throw ProtocolError(fmt::format("{}: rank {}: rank {} sent {} bytes for {} ({}), expected {}",
+                                  transport.name(), transport.rank(), s->peer, s->bytes, what,
+                                  TagLayout(transport).describe(s->tag), expected));
+}
+
 void cancel_quietly(Transport& transport, Request& request) noexcept {
   if (!request.valid() || request.state()->done.load()) return;
   try {
@@ -167,10 +177,10 @@ void RingAllreduce::run(Region& region, std::span<float> data, ReduceOp op, Tag 
   const float scale = op == ReduceOp::kAverage ? 1.0f / static_cast<float>(N) : 1.0f;
   for (std::size_t k = 0; k < steps; ++k) {
     for (std::size_t c = 0; c < chunks; ++c) {
-      wait_or_lost(transport_, recvs[k * chunks + c], options_.timeout, "an allreduce receive");
+      const Span s = chunk(recv_segment(k), c);
+      wait_for_piece(transport_, recvs[k * chunks + c], s.count * sizeof(float), options_.timeout,
+                     "a ring allreduce receive");
       if (k < N - 1) {
-        std::size_t seg = recv_segment(k);
-        Span s = chunk(seg, c);
         const std::span<float> x = data.subspan(s.first, s.count);
         ops_.add(x, scratch_.floats.subspan(cell_of(k, c), s.count));
         if (k == N - 2 && scale != 1.0f) ops_.scale(x, scale);  // this segment is now the full sum

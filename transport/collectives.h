@@ -201,4 +201,12 @@ class CancelOnUnwind {
 void wait_or_lost(Transport& transport, Request& request, std::chrono::milliseconds timeout,
                   const char* what);
 
+// wait_or_lost, then throws ProtocolError naming the sender and the tag unless the message
+// filled all `expected` bytes posted for it. The allreduces cut both sides of a transfer
+// alike, so a shorter piece comes from a sender with another view of the ranks or the data
+// (ranks that disagree on who is alive send under one tag), or a broken one; summing it would
+// take stale scratch for the rest. (A longer one the backend refuses already.)
+void wait_for_piece(Transport& transport, Request& request, std::size_t expected,
+                    std::chrono::milliseconds timeout, const char* what);
+
 }  // namespace murmur::transport

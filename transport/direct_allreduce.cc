@@ -72,7 +72,8 @@ void DirectAllreduce::run(Region& region, std::span<float> data, ReduceOp op, Ta
   for (std::size_t d = 1; d < N; ++d) {
     const std::size_t slot = (d - 1) * max_segment;
     for_pieces(mine_count, [&](std::size_t a, std::size_t len, std::size_t) {
-      wait_or_lost(transport_, recvs[next++], options_.timeout, "a direct allreduce receive");
+      wait_for_piece(transport_, recvs[next++], len * sizeof(float), options_.timeout,
+                     "a direct allreduce receive");
       ops_.add(x.subspan(a, len), scratch_.floats.subspan(slot + a, len));
     });
   }
@@ -82,12 +83,14 @@ void DirectAllreduce::run(Region& region, std::span<float> data, ReduceOp op, Ta
   wait_all(sends, "a direct allreduce send");
 
   // Step 1: the allgather.
+  std::vector<std::size_t> expected;  // each receive's bytes
   for (std::size_t d = 1; d < N; ++d) {
     const std::size_t j = (i + N - d) % N;
     const std::size_t first = begin(j), count = begin(j + 1) - first;
     for_pieces(count, [&](std::size_t a, std::size_t len, std::size_t c) {
       recvs.push_back(
           transport_.recv(place.rank_at(j), layout.with(tag, 1, c), region, in_data(first + a, len)));
+      expected.push_back(len * sizeof(float));
     });
   }
   for (std::size_t d = 1; d < N; ++d) {
@@ -96,7 +99,9 @@ void DirectAllreduce::run(Region& region, std::span<float> data, ReduceOp op, Ta
       sends.push_back(transport_.send(to, layout.with(tag, 1, c), region, in_data(mine + a, len)));
     });
   }
-  wait_all(recvs, "a direct allreduce receive");
+  for (std::size_t r = 0; r < recvs.size(); ++r) {
+    wait_for_piece(transport_, recvs[r], expected[r], options_.timeout, "a direct allreduce receive");
+  }
   wait_all(sends, "a direct allreduce send");
 }
 

@@ -65,6 +65,7 @@ void HalvingDoublingAllreduce::run(Region& region, std::span<float> data, Reduce
   // in.count floats into the data at `in` (into_data) or into the scratch's start.
   auto step = [&](std::uint64_t k, int peer, const Window* out, const Window* in, bool into_data) {
     std::vector<Request> recvs, sends;
+    std::vector<std::size_t> expected;  // each receive's bytes
     CancelOnUnwind guard(transport_);
     guard.watch(recvs);
     guard.watch(sends);
@@ -74,6 +75,7 @@ void HalvingDoublingAllreduce::run(Region& region, std::span<float> data, Reduce
                                           : ByteRange{a * sizeof(float), len * sizeof(float)};
         recvs.push_back(transport_.recv(peer, layout.with(tag, k, c),
                                         into_data ? region : *scratch_.region, range));
+        expected.push_back(range.size);
       });
     }
     if (out != nullptr) {
@@ -82,8 +84,9 @@ void HalvingDoublingAllreduce::run(Region& region, std::span<float> data, Reduce
             transport_.send(peer, layout.with(tag, k, c), region, in_data(out->first + a, len)));
       });
     }
-    for (auto& r : recvs) {
-      wait_or_lost(transport_, r, options_.timeout, "a halving-doubling allreduce receive");
+    for (std::size_t r = 0; r < recvs.size(); ++r) {
+      wait_for_piece(transport_, recvs[r], expected[r], options_.timeout,
+                     "a halving-doubling allreduce receive");
     }
     for (auto& s : sends) {
       wait_or_lost(transport_, s, options_.timeout, "a halving-doubling allreduce send");

@@ -189,6 +189,55 @@ TEST_CASE("Allreduce takes halving-doubling for large worlds, direct for small d
   CHECK(failures(results).empty());
 }
 
+TEST_CASE("every allreduce refuses a piece shorter than it posted for", "[transport][multiproc]") {
+  // Rank 1 sends rank 0 100 bytes where the allreduce of 1000 floats over 2 ranks posted 2000
+  // (half the data): rank 0 throws a ProtocolError naming rank 1, at once, instead of summing
+  // the rest from stale scratch (a rank with another view of the ranks sends such pieces under
+  // the same tag). The halving-doubling exchange is its step 1 (step 0 folds in a third rank).
+  auto backend = GENERATE(from_range(built_backends()));
+  auto algorithm = GENERATE(AllreduceAlgorithm::kRing, AllreduceAlgorithm::kHalvingDoubling,
+                            AllreduceAlgorithm::kDirect);
+  CAPTURE(backend, static_cast<int>(algorithm));
+  CollectiveOptions options = test_options(1 << 20);
+  options.timeout = murmur::testing::scaled(std::chrono::seconds(5));
+  options.allreduce = algorithm;
+  auto results = run_ranks(backend, 2, [&](RankContext& ctx) {
+    Transport& t = ctx.transport();
+    const TagLayout layout(t);
+    const Tag base = layout.make(purpose::kBenchmark, 1), done = layout.make(purpose::kBenchmark, 2);
+    std::vector<std::byte> word(1);
+    auto word_region = t.register_region(word);
+    if (ctx.rank() == 0) {
+      std::vector<float> x(1000, 1.0f);
+      auto region = t.register_region(std::as_writable_bytes(std::span(x)));
+      std::string what = "no ProtocolError";
+      try {
+        Allreduce(t, options).run(*region, x, ReduceOp::kSum, base);
+      } catch (const ProtocolError& e) {
+        what = e.what();
+      }
+      // Rank 1 waits for this word, not for the send that rank 0 may have withdrawn unwinding.
+      Request r = t.send(1, done, *word_region, {0, 1});
+      wait_or_lost(t, r, options.timeout, "the word that rank 0 is done");
+      MURMUR_CHECK(what.find("rank 1 sent 100 bytes for a") != std::string::npos);
+      MURMUR_CHECK(what.find("expected 2000") != std::string::npos);
+      return;
+    }
+    const std::uint64_t step = algorithm == AllreduceAlgorithm::kHalvingDoubling ? 1 : 0;
+    std::vector<std::byte> forged(100), reply(2000);
+    auto out = t.register_region(forged);
+    auto in = t.register_region(reply);
+    Request theirs = t.recv(0, layout.with(base, step, 0), *in, {0, reply.size()});
+    Request sent = t.send(0, layout.with(base, step, 0), *out, {0, forged.size()});
+    Request finished = t.recv(0, done, *word_region, {0, 1});
+    wait_or_lost(t, sent, options.timeout, "the short piece");
+    wait_or_lost(t, finished, options.timeout, "rank 0's word");
+    cancel_quietly(t, theirs);
+  });
+  INFO(failures(results));
+  CHECK(failures(results).empty());
+}
+
 TEST_CASE("ring-neighbor exchange delivers left and right buffers", "[transport][multiproc]") {
   auto backend = GENERATE(from_range(built_backends()));
   auto ranks = GENERATE(2, 4, 8);

@@ -114,7 +114,7 @@ TEST_CASE("16-bit ring allreduce is exact where the values and sums fit the form
 
 TEST_CASE("16-bit ring allreduce refuses a message of the wrong size", "[transport]") {
   // Rank 1 sends rank 0 100 bytes where step 0 carries 500 values (1000 bytes): rank 0 throws a
-  // ProtocolError naming rank 1 and the step.
+  // ProtocolError naming rank 1 and the tag, its step among them.
   auto results = run_ranks("inproc", 2, [&](RankContext& ctx) {
     Transport& t = ctx.transport();
     const TagLayout layout(t);
@@ -126,7 +126,9 @@ TEST_CASE("16-bit ring allreduce refuses a message of the wrong size", "[transpo
         allreduce.run(x, ReduceOp::kSum, base);
       } catch (const ProtocolError& e) {
         const std::string what = e.what();
-        MURMUR_CHECK(what.find("rank 1 sent 100 bytes at step 0") != std::string::npos);
+        MURMUR_CHECK(what.find("rank 1 sent 100 bytes for a 16-bit ring allreduce receive") !=
+                     std::string::npos);
+        MURMUR_CHECK(what.find("step 0, chunk 0), expected 1000") != std::string::npos);
         return;
       }
       throw std::runtime_error("no ProtocolError");
