@@ -45,11 +45,9 @@ CancelOnUnwind::~CancelOnUnwind() {
   }
 }
 
-std::vector<std::size_t> neighbor_exchange(Transport& transport, Tag tag, const Region& from,
-                                           ByteRange out, std::span<const int> send_to,
-                                           Region& into, std::span<const ByteRange> in,
-                                           std::span<const int> recv_from,
-                                           const CollectiveOptions& options) {
+void neighbor_exchange(Transport& transport, Tag tag, const Region& from, ByteRange out,
+                       std::span<const int> send_to, Region& into, std::span<const ByteRange> in,
+                       std::span<const int> recv_from, const CollectiveOptions& options) {
   if (in.size() != recv_from.size()) {
     throw TransportError("neighbor_exchange: one receive range per source rank is needed");
   }
@@ -62,13 +60,10 @@ std::vector<std::size_t> neighbor_exchange(Transport& transport, Tag tag, const 
     recvs.push_back(transport.recv(recv_from[i], tag, into, in[i]));
   }
   for (int peer : send_to) sends.push_back(transport.send(peer, tag, from, out));
-  std::vector<std::size_t> got;
-  for (auto& r : recvs) {
-    wait_or_lost(transport, r, options.timeout, "a neighbor exchange receive");
-    got.push_back(r.state()->bytes);
+  for (std::size_t i = 0; i < recvs.size(); ++i) {
+    wait_for_piece(transport, recvs[i], in[i].size, options.timeout, "a neighbor exchange receive");
   }
   for (auto& s : sends) wait_or_lost(transport, s, options.timeout, "a neighbor exchange send");
-  return got;
 }
 
 AllreducePlace allreduce_place(const Transport& transport, std::span<const int> ranks,

@@ -50,13 +50,12 @@ struct CollectiveOptions {
 };
 
 // Sends range `out` of `from` to every rank in `send_to` and receives, from each rank
-// recv_from[i], a message into range `in[i]` of `into`, all under `tag`. Returns the bytes
-// received from each. Throws PeerLost naming the rank that did not answer in time.
-std::vector<std::size_t> neighbor_exchange(Transport& transport, Tag tag, const Region& from,
-                                           ByteRange out, std::span<const int> send_to,
-                                           Region& into, std::span<const ByteRange> in,
-                                           std::span<const int> recv_from,
-                                           const CollectiveOptions& options = {});
+// recv_from[i], a message into range `in[i]` of `into`, all under `tag`. Throws PeerLost naming
+// the rank that did not answer in time, and ProtocolError naming one whose message did not
+// fill its range exactly (wait_for_piece).
+void neighbor_exchange(Transport& transport, Tag tag, const Region& from, ByteRange out,
+                       std::span<const int> send_to, Region& into, std::span<const ByteRange> in,
+                       std::span<const int> recv_from, const CollectiveOptions& options = {});
 
 enum class ReduceOp { kSum, kAverage };
 

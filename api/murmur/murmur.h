@@ -174,6 +174,8 @@ class [[gnu::visibility("default")]] Communicator {
   // first. A world of one peer leaves the buffer as it is.
   // One gossip round over topology.graph: x <- sum_j W_ij x_j with this call's round of the
   // schedule (each call is the next round); W's rows must sum to 1 (ConfigError otherwise).
+  // Every peer passes a buffer of the same size: a neighbor's message of another size is a
+  // ProtocolError naming it.
   void neighbor_average(Buffer x);
   // x <- the sum (or, with `mean`, the mean) of x over every peer.
   void allreduce(Buffer x, bool mean = true);
