@@ -193,12 +193,14 @@ TEST_CASE("Allreduce takes halving-doubling for large worlds, direct for small d
 }
 
 // Rank 1 sends rank 0 a 100-byte piece under `base` with `step` set, where rank 0, running
-// `collective` (which sends rank 1 2000 bytes under that tag), posted 2000: rank 0 must throw a
-// ProtocolError naming rank 1 at once, instead of taking the rest of the piece from stale
-// memory (a rank with another view of the live ranks sends such pieces under the same tag).
+// `collective` with `options` (it sends rank 1 2000 bytes under that tag), posted 2000: rank 0
+// must throw a ProtocolError naming rank 1 at once, instead of taking the rest of the piece
+// from stale memory (a rank with another view of the live ranks sends such pieces under the
+// same tag).
 void refuses_short_piece(const std::string& backend, std::uint64_t step,
-                         const std::function<void(Transport&, Tag)>& collective) {
-  const auto timeout = murmur::testing::scaled(std::chrono::milliseconds(5000));
+                         const std::function<void(Transport&, Tag, CollectiveOptions)>& collective) {
+  CollectiveOptions options = test_options(1 << 20);
+  options.timeout = murmur::testing::scaled(std::chrono::seconds(5));
   auto results = run_ranks(backend, 2, [&](RankContext& ctx) {
     Transport& t = ctx.transport();
     const TagLayout layout(t);
@@ -208,13 +210,13 @@ void refuses_short_piece(const std::string& backend, std::uint64_t step,
     if (ctx.rank() == 0) {
       std::string what = "no ProtocolError";
       try {
-        collective(t, base);
+        collective(t, base, options);
       } catch (const ProtocolError& e) {
         what = e.what();
       }
       // Rank 1 waits for this word, not for the send that rank 0 may have withdrawn unwinding.
       Request r = t.send(1, done, *word_region, {0, 1});
-      wait_or_lost(t, r, timeout, "the word that rank 0 is done");
+      wait_or_lost(t, r, options.timeout, "the word that rank 0 is done");
       MURMUR_CHECK(what.find("rank 1 sent 100 bytes for a") != std::string::npos);
       MURMUR_CHECK(what.find("expected 2000") != std::string::npos);
       return;
@@ -225,8 +227,8 @@ void refuses_short_piece(const std::string& backend, std::uint64_t step,
     Request theirs = t.recv(0, layout.with(base, step, 0), *in, {0, reply.size()});
     Request sent = t.send(0, layout.with(base, step, 0), *out, {0, forged.size()});
     Request finished = t.recv(0, done, *word_region, {0, 1});
-    wait_or_lost(t, sent, timeout, "the short piece");
-    wait_or_lost(t, finished, timeout, "rank 0's word");
+    wait_or_lost(t, sent, options.timeout, "the short piece");
+    wait_or_lost(t, finished, options.timeout, "rank 0's word");
     cancel_quietly(t, theirs);
   });
   INFO(failures(results));
@@ -240,11 +242,9 @@ TEST_CASE("every allreduce refuses a piece shorter than it posted for", "[transp
   auto algorithm = GENERATE(AllreduceAlgorithm::kRing, AllreduceAlgorithm::kHalvingDoubling,
                             AllreduceAlgorithm::kDirect);
   CAPTURE(backend, static_cast<int>(algorithm));
-  CollectiveOptions options = test_options(1 << 20);
-  options.timeout = murmur::testing::scaled(std::chrono::seconds(5));
-  options.allreduce = algorithm;
   refuses_short_piece(backend, algorithm == AllreduceAlgorithm::kHalvingDoubling ? 1 : 0,
-                      [&](Transport& t, Tag base) {
+                      [&](Transport& t, Tag base, CollectiveOptions options) {
+                        options.allreduce = algorithm;
                         std::vector<float> x(1000, 1.0f);
                         auto region = t.register_region(std::as_writable_bytes(std::span(x)));
                         Allreduce(t, options).run(*region, x, ReduceOp::kSum, base);
@@ -255,9 +255,7 @@ TEST_CASE("the neighbor exchange refuses a message shorter than its range", "[tr
   // A peer whose buffer is shorter (api's neighbor_average) is an error, not zeros mixed in.
   auto backend = GENERATE(from_range(built_backends()));
   CAPTURE(backend);
-  CollectiveOptions options = test_options(1 << 20);
-  options.timeout = murmur::testing::scaled(std::chrono::seconds(5));
-  refuses_short_piece(backend, 0, [&](Transport& t, Tag base) {
+  refuses_short_piece(backend, 0, [&](Transport& t, Tag base, CollectiveOptions options) {
     std::vector<std::byte> out(2000), in(2000);
     auto from = t.register_region(out);
     auto into = t.register_region(in);
